@@ -1,0 +1,47 @@
+# make bench [GPUS=N] [SWEEP=default|seed|best|strategies|smoke] [DATA=dir]   run a sweep, print the tables
+# make test                                                                     the CPU test suite
+# make report [TABLE_LANG=zh]                                                       tables from stored results
+#
+# Uses the current python3 as it is when it already imports what the suite needs (GPU images with
+# torch preinstalled); otherwise makes .venv and installs environments/requirements-$(ENV).txt.
+PY ?= python3
+VENV := .venv
+ENV ?= $(shell command -v nvidia-smi >/dev/null 2>&1 && nvidia-smi -L >/dev/null 2>&1 && echo cuda13 || echo cpu)
+REQS := environments/requirements-$(ENV).txt
+STAMP := $(VENV)/.installed-$(ENV)
+IMPORTS := import torch, torchvision, pandas, tabulate, pytest, pytest_benchmark
+READY := $(shell $(PY) -c "$(IMPORTS)" >/dev/null 2>&1 && echo yes)
+ifeq ($(READY),yes)
+PYTHON := $(PY)
+SETUP :=
+else
+PYTHON := $(VENV)/bin/python
+SETUP := $(STAMP)
+endif
+
+SWEEP ?= default
+GPUS ?=
+DATA ?=
+TABLE_LANG ?= en
+BENCH_ARGS ?=
+
+.PHONY: bench test report env setup
+bench: $(SETUP)
+	$(PYTHON) -m bench sweep $(SWEEP) $(if $(GPUS),--gpus $(GPUS)) $(if $(DATA),--data $(DATA)) $(BENCH_ARGS)
+
+test: $(SETUP)
+	$(PYTHON) -m pytest -q tests
+
+report: $(SETUP)
+	$(PYTHON) -m bench report --lang $(TABLE_LANG)
+
+env: $(SETUP)
+	$(PYTHON) -m bench env
+
+setup: $(SETUP)
+
+$(STAMP): $(REQS) environments/requirements-common.txt
+	test -x $(VENV)/bin/python || $(PY) -m venv $(VENV)
+	$(VENV)/bin/python -m pip install -q --upgrade pip
+	$(VENV)/bin/python -m pip install -q -r $(REQS)
+	touch $@

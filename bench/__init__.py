@@ -1,0 +1,1 @@
+"""Multi-GPU ResNet-50 training benchmark suite."""

@@ -1,0 +1,193 @@
+"""`python -m bench run|sweep|report|env|data`: every input checked before any work starts."""
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import sys
+from pathlib import Path
+
+from . import env as envmod
+from . import results, sweeps
+from .case import Case, CaseError
+from .launch import DistArgs
+
+TEST_ONLY = {"fault", "fault_rank"}
+
+
+def _field_doc(name: str) -> str:
+    # the docstring under each Case field is its help text
+    import ast
+    import inspect
+
+    from . import case as case_module
+    tree = ast.parse(inspect.getsource(case_module.Case))
+    body = tree.body[0].body
+    for stmt, nxt in zip(body, body[1:]):
+        if isinstance(stmt, ast.AnnAssign) and getattr(stmt.target, "id", None) == name and \
+                isinstance(nxt, ast.Expr) and isinstance(getattr(nxt, "value", None), ast.Constant):
+            return nxt.value.value
+    return ""
+
+
+def add_case_flags(p: argparse.ArgumentParser) -> None:
+    g = p.add_argument_group("case (defaults: one H200-style case; see bench/case.py)")
+    for f in dataclasses.fields(Case):
+        flag = "--" + f.name.replace("_", "-")
+        help_text = argparse.SUPPRESS if f.name in TEST_ONLY else _field_doc(f.name)
+        if f.type == "bool":
+            g.add_argument(flag, action=argparse.BooleanOptionalAction, default=None, help=help_text)
+        elif f.name == "nccl_env":
+            g.add_argument(flag, action="append", metavar="NCCL_NAME=VALUE", default=None, help=help_text)
+        else:
+            kind = {"int": int, "float": float}.get(f.type, str)
+            g.add_argument(flag, type=kind, default=None, help=help_text + f" (default {f.default!r})")
+
+
+def case_from_args(a: argparse.Namespace, base: Case = Case()) -> Case:
+    changes = {}
+    for f in dataclasses.fields(Case):
+        v = getattr(a, f.name, None)
+        if v is None:
+            continue
+        if f.name == "nccl_env":
+            pairs = []
+            for item in v:
+                if "=" not in item:
+                    raise CaseError(f"--nccl-env {item!r} must look like NCCL_NAME=VALUE")
+                pairs.append(tuple(item.split("=", 1)))
+            v = tuple(pairs)
+        changes[f.name] = v
+    return base.replace(**changes)
+
+
+def add_dist_flags(p: argparse.ArgumentParser) -> None:
+    g = p.add_argument_group("multi-node (passed to torchrun for ddp cases)")
+    g.add_argument("--nnodes", type=int, default=1)
+    g.add_argument("--node-rank", type=int, default=0)
+    g.add_argument("--rdzv-endpoint", default="", help="HOST:PORT of torchrun's c10d rendezvous")
+    g.add_argument("--master-addr", default="", help="static rendezvous address (with --master-port)")
+    g.add_argument("--master-port", type=int, default=0)
+
+
+def dist_from_args(a) -> DistArgs:
+    if a.nnodes < 1 or not 0 <= a.node_rank < a.nnodes:
+        raise CaseError(f"--nnodes={a.nnodes} --node-rank={a.node_rank}: need nnodes >= 1 and 0 <= node-rank < nnodes")
+    if a.nnodes > 1 and not (a.rdzv_endpoint or a.master_addr):
+        raise CaseError("--nnodes > 1 needs --rdzv-endpoint HOST:PORT or --master-addr/--master-port")
+    return DistArgs(a.nnodes, a.node_rank, a.rdzv_endpoint, a.master_addr, a.master_port)
+
+
+def resolve_gpus(requested: int | None) -> tuple[int, str]:
+    """(GPUs to use, device). No request: every visible GPU, or the CPU path where there is none."""
+    visible = envmod.visible_gpu_count()
+    if requested is None or requested == 0:
+        return (visible, "cuda") if visible else (2, "cpu")
+    if requested < 0:
+        raise CaseError(f"--gpus={requested} must be a positive number of GPUs")
+    if requested > visible:
+        raise SystemExit(f"error: --gpus={requested} asked, but this machine has {visible} visible GPU(s); "
+                         f"ask for at most {visible}" + ("" if visible else " (or leave GPUS unset for the CPU sweep)"))
+    return requested, "cuda"
+
+
+def cmd_run(a) -> int:
+    from .runner import run_cases
+    case = case_from_args(a)
+    dist = dist_from_args(a)
+    records = run_cases([case], a.sweep_name, results.Store(a.results), dist)
+    return 0 if records and records[0]["status"] in ("ok", "skipped") else 1
+
+
+def cmd_sweep(a) -> int:
+    from . import report
+    from .runner import run_cases
+    gpus, device = resolve_gpus(a.gpus)
+    names = list(sweeps.DEFAULT_GPU_SWEEPS) if a.name == "default" else [a.name]
+    if device == "cpu":
+        if a.name not in ("default", "smoke"):
+            raise SystemExit(f"error: sweep {a.name!r} needs GPUs and none is visible; on the CPU run `smoke`")
+        names = ["smoke"]
+        print("no GPU visible: running the CPU smoke sweep (tiny images, gloo ranks for ddp)")
+    overrides = {k: v for k, v in (("data_dir", a.data),) if v}
+    plans = [(n, sweeps.build(n, gpus, device, **overrides)) for n in names]  # all validated first
+    dist = dist_from_args(a)
+    store = results.Store(a.results)
+    all_records = []
+    try:
+        for name, cases in plans:
+            all_records += run_cases(cases, name, store, dist, resume=a.resume)
+    except KeyboardInterrupt:
+        print("\ninterrupted: every finished case is stored; run again with --resume to go on", file=sys.stderr)
+        return 130
+    print()
+    print(report.render(all_records, a.lang))
+    return 0
+
+
+def cmd_report(a) -> int:
+    from . import report
+    paths = a.paths or [a.results]
+    loaded = results.load(paths)
+    results.warn_problems(loaded.problems)
+    print(report.render(loaded.records, a.lang))
+    if a.csv:
+        Path(a.csv).parent.mkdir(parents=True, exist_ok=True)
+        report.seed_frame(loaded.records, a.lang).to_csv(a.csv, index=False)
+        report.full_frame(loaded.records).to_csv(Path(a.csv).with_suffix(".cases.csv"), index=False)
+        print(f"\nCSV written: {a.csv} and {Path(a.csv).with_suffix('.cases.csv')}")
+    return 0
+
+
+def cmd_env(a) -> int:
+    print(json.dumps(envmod.collect(), indent=1, default=str))
+    return 0
+
+
+def parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="python -m bench", description="Multi-GPU ResNet-50 training benchmark.")
+    sub = p.add_subparsers(dest="command", required=True)
+
+    r = sub.add_parser("run", help="run one case from flags and store it",
+                       description="Run one case in fresh processes and store its result.")
+    add_case_flags(r)
+    add_dist_flags(r)
+    r.add_argument("--sweep-name", default="run", help="results sub-folder (default: run)")
+    r.add_argument("--results", default=str(results.DEFAULT_ROOT), help="results root folder")
+    r.set_defaults(func=cmd_run)
+
+    s = sub.add_parser("sweep", help="run a named sweep, store every case, print the tables",
+                       description="Run a named sweep. With no GPU visible, the CPU smoke sweep runs.")
+    s.add_argument("name", nargs="?", default="default",
+                   help=f"one of: default ({', '.join(sweeps.DEFAULT_GPU_SWEEPS)}), {', '.join(sweeps.SWEEPS)}")
+    s.add_argument("--gpus", type=int, default=None, help="most GPUs to use (default: all visible; CPU path if none)")
+    s.add_argument("--data", default="", help="ImageFolder tree for the torch and dali loaders")
+    s.add_argument("--resume", action="store_true", help="skip cases already stored for this commit")
+    s.add_argument("--lang", choices=("en", "zh"), default="en", help="headings of the seed table")
+    s.add_argument("--results", default=str(results.DEFAULT_ROOT), help="results root folder")
+    add_dist_flags(s)
+    s.set_defaults(func=cmd_sweep)
+
+    rep = sub.add_parser("report", help="tables from stored results",
+                         description="Render tables from stored results only (markdown; CSV with --csv).")
+    rep.add_argument("paths", nargs="*", help="result files or folders (default: the results root)")
+    rep.add_argument("--lang", choices=("en", "zh"), default="en",
+                     help="seed-table headings: en, or zh for the article's own")
+    rep.add_argument("--csv", default="", help="also write the seed table here as CSV (and .cases.csv)")
+    rep.add_argument("--results", default=str(results.DEFAULT_ROOT), help="results root folder")
+    rep.set_defaults(func=cmd_report)
+
+    e = sub.add_parser("env", help="print the machine and software facts a result records")
+    e.set_defaults(func=cmd_env)
+    return p
+
+
+def main(argv=None) -> int:
+    p = parser()
+    a = p.parse_args(argv)
+    if getattr(a, "name", None) and a.command == "sweep" and a.name != "default" and a.name not in sweeps.SWEEPS:
+        p.exit(2, f"error: unknown sweep {a.name!r}; accepted: default, {', '.join(sweeps.SWEEPS)}\n")
+    try:
+        return a.func(a)
+    except CaseError as e:
+        p.exit(2, f"error: {e}\n")

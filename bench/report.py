@@ -1,0 +1,149 @@
+"""Tables from stored results only: the seeds' table (baseline against optimized per GPU count)
+and a full table of every case with its configuration."""
+from __future__ import annotations
+
+import pandas as pd
+from tabulate import tabulate
+
+from . import stats
+
+HEADINGS = {
+    "en": ["GPUs", "Batch size (global)", "Baseline throughput (samples/s)",
+           "Optimized throughput (samples/s)", "Improvement"],
+    # the article's own headings, for side-by-side reading with it
+    "zh": ["GPU数量", "Batch Size", "基础配置吞吐量", "优化后吞吐量", "提升比例"],
+}
+EXTRA_HEADINGS = ["Baseline efficiency", "Optimized efficiency", "Baseline spread", "Optimized spread",
+                  "Baseline config", "Optimized config"]
+
+
+def describe(case: dict) -> str:
+    """A short label that says exactly what ran."""
+    parts = [case["strategy"], case["precision"]]
+    if case["channels_last"]:
+        parts.append("NHWC")
+    if case.get("compile"):
+        parts.append(f"compile:{case['compile']}")
+    if case["strategy"] == "dp":
+        knobs = [k for k, on in (("free-mem GPUs", case["dp_device_selection"] == "free_memory"),
+                                 (f"out=gpu{case['dp_output_device']}", case["dp_output_device"] >= 0),
+                                 ("loss in fwd", case["dp_loss_in_forward"])) if on]
+        parts += knobs
+    loader = case["loader"] + (f"/{case['dali_device']}" if case["loader"] == "dali" else "")
+    if case["loader"] == "torch":
+        loader += f"/w{case['num_workers']}" + ("/pin" if case["pin_memory"] else "")
+    parts.append(loader)
+    if case.get("accumulation_steps", 1) > 1:
+        parts.append(f"accumulate {case['accumulation_steps']} ({case['accumulation_mode']})")
+    return ", ".join(parts)
+
+
+def _ok(records: list[dict]) -> list[dict]:
+    return [r for r in records if r["status"] == "ok"]
+
+
+def _by_name_and_gpus(records: list[dict], name: str) -> dict[int, dict]:
+    """The newest ok record of a recipe per GPU count."""
+    out = {}
+    for r in sorted(_ok(records), key=lambda r: r.get("started_at", "")):
+        if r["case"]["name"] == name:
+            out[r["case"]["gpus"]] = r
+    return out
+
+
+def seed_rows(records: list[dict], optimized: str = "seed-optimized", baseline: str = "seed-baseline") -> list[list]:
+    """One row per GPU count: the seeds' five columns, then efficiency, spread and configuration."""
+    base, opt = _by_name_and_gpus(records, baseline), _by_name_and_gpus(records, optimized)
+    rows = []
+    for n in sorted(set(base) | set(opt)):
+        b, o = base.get(n), opt.get(n)
+        b_ips = b["metrics"]["images_per_s"] if b else None
+        o_ips = o["metrics"]["images_per_s"] if o else None
+        batch = (b or o)["metrics"]["global_batch"]
+        improvement = f"{stats.improvement_pct(b_ips, o_ips):.1f}%" if b and o else "-"
+
+        def eff(table, ips):
+            one = table.get(1)
+            return f"{stats.scaling_efficiency(ips, n, one['metrics']['images_per_s']):.1f}%" if one and ips else "-"
+
+        rows.append([n, batch, _num(b_ips), _num(o_ips), improvement, eff(base, b_ips), eff(opt, o_ips),
+                     _pct(b, "spread_pct"), _pct(o, "spread_pct"),
+                     describe(b["case"]) if b else "-", describe(o["case"]) if o else "-"])
+    return rows
+
+
+def _num(x):
+    return f"{x:.1f}" if x is not None else "-"
+
+
+def _pct(r, key):
+    return f"{r['metrics'][key]:.1f}%" if r else "-"
+
+
+def seed_table(records: list[dict], lang: str = "en", fmt: str = "github", **names) -> str:
+    rows = seed_rows(records, **names)
+    if not rows:
+        return "(no stored baseline/optimized pair: run the `seed` or `best` sweep)"
+    return tabulate(rows, headers=HEADINGS[lang] + EXTRA_HEADINGS, tablefmt=fmt, disable_numparse=True)
+
+
+def seed_frame(records: list[dict], lang: str = "en", **names) -> pd.DataFrame:
+    return pd.DataFrame(seed_rows(records, **names), columns=HEADINGS[lang] + EXTRA_HEADINGS)
+
+
+FULL_COLUMNS = ["sweep", "case", "GPUs", "batch/GPU", "batch (global)", "configuration", "status",
+                "images/s", "images/s per GPU", "spread %", "data wait %", "step ms (median)",
+                "peak memory GiB", "all-reduces/step", "reason"]
+
+
+def full_rows(records: list[dict]) -> list[list]:
+    rows = []
+    for r in sorted(records, key=lambda r: (r["sweep"], r["case"]["gpus"], r["case"]["name"], r["case_id"])):
+        m, c = r.get("metrics") or {}, r["case"]
+        ok = r["status"] == "ok"
+        rows.append([
+            r["sweep"], c["name"], c["gpus"], c["batch_size"], c["batch_size"] * c["gpus"], describe(c), r["status"],
+            f"{m['images_per_s']:.1f}" if ok else "-", f"{m['images_per_s_per_gpu']:.1f}" if ok else "-",
+            f"{m['spread_pct']:.1f}" if ok else "-", f"{m['data_wait_pct']:.1f}" if ok else "-",
+            f"{m['step_time_median_s'] * 1000:.1f}" if ok else "-",
+            f"{m['peak_memory_bytes'] / 2**30:.2f}" if ok else "-",
+            _calls(m) if ok else "-", (r.get("reason") or "")[:120],
+        ])
+    return rows
+
+
+def _calls(m: dict) -> str:
+    v = m.get("allreduce_calls_per_step")
+    return "-" if v is None else f"{v:g}"
+
+
+def full_table(records: list[dict], fmt: str = "github") -> str:
+    return tabulate(full_rows(records), headers=FULL_COLUMNS, tablefmt=fmt, disable_numparse=True)
+
+
+def full_frame(records: list[dict]) -> pd.DataFrame:
+    return pd.DataFrame(full_rows(records), columns=FULL_COLUMNS)
+
+
+def environment_line(records: list[dict]) -> str:
+    envs = {(r["machine"], r["env"].get("gpu_model"), r["env"].get("torch"), r["env"].get("cuda"),
+             r["env"].get("commit", "")[:12], r["env"].get("dirty")) for r in records}
+    return "; ".join(f"{m}: {g or 'no GPU'}, torch {t}, CUDA {c}, commit {cm}{' (dirty)' if d else ''}"
+                     for m, g, t, c, cm, d in sorted(envs, key=str))
+
+
+def render(records: list[dict], lang: str = "en") -> str:
+    if not records:
+        return "no stored results found"
+    out = []
+    note = "" if any(r["case"]["strategy"] == "dp" and r["case"]["gpus"] > 1 for r in _ok(records)) else \
+        "\n(only single-device baseline/optimized cases are stored here: no multi-GPU DataParallel row yet)"
+    out.append("## Seed table: DataParallel baseline against the seed-optimized configuration" + note)
+    out.append(seed_table(records, lang))
+    if _by_name_and_gpus(records, "best"):
+        out.append("\n## Baseline against the best configuration")
+        out.append(seed_table(records, lang, optimized="best"))
+    out.append("\n## Every case")
+    out.append(full_table(records))
+    out.append(f"\nEnvironment: {environment_line(records)}")
+    return "\n".join(out)

@@ -1,0 +1,75 @@
+"""Run a list of cases one after another, storing each result as soon as it exists."""
+from __future__ import annotations
+
+import datetime
+import sys
+import time
+
+from . import env as envmod
+from .case import Case
+from .launch import DistArgs, run_case
+from .results import SCHEMA, Store, commit_folder
+
+
+class NotEnoughGPUs(SystemExit):
+    pass
+
+
+def check_gpus(cases: list[Case], visible: int, dist: DistArgs = DistArgs()) -> None:
+    """Refuse, before anything runs, cases that need more GPUs than this machine shows."""
+    need = max((c.gpus // dist.nnodes for c in cases if c.device == "cuda"), default=0)
+    if need > visible:
+        raise NotEnoughGPUs(f"error: the cases need {need} GPU(s) on this machine but {visible} "
+                            f"{'is' if visible == 1 else 'are'} visible; ask for at most {visible}")
+
+
+def assemble(case: Case, result: dict, sweep: str, env: dict, started_at: str) -> dict:
+    return {
+        "schema": SCHEMA, "sweep": sweep, "case_id": case.case_id, "case": case.to_dict(),
+        "status": result["status"], "reason": result.get("reason", ""),
+        "machine": envmod.machine_slug(env), "commit_folder": commit_folder(env), "env": env,
+        "started_at": started_at, "wall_s": result.get("wall_s"), "metrics": result.get("metrics", {}),
+        "ranks": result.get("ranks", []), "stderr_tail": result.get("stderr_tail", []),
+        "launch_command": result.get("command", ""),
+    }
+
+
+def _fmt_s(s: float) -> str:
+    return f"{int(s // 60)}m{int(s % 60):02d}s"
+
+
+def summary_line(record: dict) -> str:
+    m = record["metrics"]
+    if record["status"] != "ok":
+        return f"  {record['status']}: {record['reason']}"
+    return (f"  ok: {m['images_per_s']:,.1f} images/s ({m['images_per_s_per_gpu']:,.1f} per GPU), "
+            f"spread {m['spread_pct']:.1f}%, data wait {m['data_wait_pct']:.1f}%, "
+            f"step {m['step_time_median_s'] * 1000:.1f} ms, case {record['wall_s']:.0f} s")
+
+
+def run_cases(cases: list[Case], sweep: str, store: Store, dist: DistArgs = DistArgs(),
+              resume: bool = False, out=sys.stdout) -> list[dict]:
+    env = envmod.collect()
+    check_gpus(cases, envmod.visible_gpu_count(), dist)
+    stores = dist.nnodes == 1 or dist.node_rank == 0
+    machine, commit = envmod.machine_slug(env), commit_folder(env)
+    print(f"sweep {sweep!r}: {len(cases)} case(s) on {machine}, commit {commit}, "
+          f"results in {store.sweep_dir(machine, commit, sweep)}", file=out, flush=True)
+    records, t0, done = [], time.monotonic(), 0
+    for i, case in enumerate(cases, 1):
+        if resume and store.exists(machine, commit, sweep, case.case_id):
+            print(f"[{i}/{len(cases)}] {case.case_id}: already stored, skipped (--resume)", file=out, flush=True)
+            continue
+        elapsed = time.monotonic() - t0
+        eta = f", about {_fmt_s(elapsed / done * (len(cases) - i + 1))} left" if done else ""
+        print(f"[{i}/{len(cases)}] {case.case_id} (elapsed {_fmt_s(elapsed)}{eta})", file=out, flush=True)
+        started = datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")
+        result = run_case(case, dist)
+        done += 1
+        record = assemble(case, result, sweep, env, started)
+        if stores:
+            store.save(record)
+        records.append(record)
+        print(summary_line(record), file=out, flush=True)
+    print(f"sweep {sweep!r} finished in {_fmt_s(time.monotonic() - t0)}", file=out, flush=True)
+    return records

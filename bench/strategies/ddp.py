@@ -1,0 +1,52 @@
+"""DistributedDataParallel, one process per GPU, with an all-reduce counter on its buckets."""
+from __future__ import annotations
+
+import torch.distributed as dist
+from torch.distributed.algorithms.ddp_comm_hooks import default_hooks
+from torch.nn.parallel import DistributedDataParallel
+
+from .. import precision
+
+
+class _AllReduceCount:
+    calls = 0
+
+
+def _counting_allreduce(state: _AllReduceCount, bucket):
+    # the same averaging all-reduce DDP runs by default, counted once per bucket
+    state.calls += 1
+    return default_hooks.allreduce_hook(None, bucket)
+
+
+class DDPStrategy:
+    def __init__(self, model, case, ctx, criterion):
+        self.case = case
+        self.ctx = ctx
+        self.criterion = criterion
+        self.model = DistributedDataParallel(
+            model,
+            device_ids=[ctx.device.index] if ctx.device.type == "cuda" else None,
+            bucket_cap_mb=case.bucket_cap_mb,
+            gradient_as_bucket_view=case.gradient_as_bucket_view,
+            static_graph=case.static_graph,
+            broadcast_buffers=case.broadcast_buffers,
+        )
+        self.counter = _AllReduceCount()
+        self.model.register_comm_hook(self.counter, _counting_allreduce)
+
+    def loss(self, images, labels):
+        with precision.autocast(self.case.precision, self.ctx.device.type):
+            return self.criterion(self.model(images), labels)
+
+    def no_sync(self):
+        return self.model.no_sync()
+
+    def allreduce_calls(self) -> int:
+        return self.counter.calls
+
+    def facts(self) -> dict:
+        return {"backend": dist.get_backend()}
+
+
+def wrap(model, case, ctx, criterion):
+    return DDPStrategy(model, case, ctx, criterion)

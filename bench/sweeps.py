@@ -1,0 +1,122 @@
+"""Named sweeps: functions that return cases. Every case comes from a named recipe, so its
+`name` field says which recipe made it and re-running the sweep reproduces it."""
+from __future__ import annotations
+
+from .case import Case
+
+# ResNet-50 training as the articles measure it: 224 px crops, 256 images per GPU
+GPU_BASE = Case(device="cuda", batch_size=256, image_size=224, warmup_steps=8, steps=25, repeats=3,
+                timeout_s=600.0)
+# The GPU-less path: the same code on tiny images, gloo for DDP, so a newcomer sees it all work
+CPU_BASE = Case(device="cpu", batch_size=8, image_size=64, warmup_steps=2, steps=4, repeats=2,
+                timeout_s=300.0)
+
+ARTICLE_ACCUMULATION = 8  # the first article accumulates over 8 micro-batches
+
+
+def gpu_counts(max_gpus: int) -> list[int]:
+    """1, 2, 4, ... up to max_gpus, with max_gpus itself included."""
+    counts, n = [], 1
+    while n < max_gpus:
+        counts.append(n)
+        n *= 2
+    return counts + [max_gpus]
+
+
+def _loader_knobs(base: Case, workers: int, pin: bool) -> dict:
+    # data-loader knobs are set only where a DataLoader runs, so a label never claims them idly
+    if base.loader != "torch":
+        return {}
+    return {"num_workers": workers, "pin_memory": pin, "non_blocking": pin,
+            "persistent_workers": workers > 0}
+
+
+# --- recipes -----------------------------------------------------------------------------------
+def single(base: Case, **kw) -> Case:
+    return base.replace(name="single", strategy="single", gpus=1, **kw)
+
+
+def seed_baseline(base: Case, gpus: int) -> Case:
+    """The second article's baseline: nn.DataParallel over N GPUs, library defaults, fp32."""
+    return base.replace(name="seed-baseline", strategy="dp", gpus=gpus, precision="fp32",
+                        channels_last=False, **_loader_knobs(base, 0, False))
+
+
+def seed_optimized(base: Case, gpus: int) -> Case:
+    """The second article's three DataParallel configurations plus its section 4 (AMP, loader)."""
+    amp = "fp16" if base.device == "cuda" else "bf16"  # the article's AMP is fp16; the CPU has bf16
+    return base.replace(name="seed-optimized", strategy="dp", gpus=gpus, precision=amp,
+                        dp_device_selection="free_memory" if base.device == "cuda" else "default",
+                        dp_output_device=gpus - 1 if gpus > 1 else -1, dp_loss_in_forward=True,
+                        **_loader_knobs(base, 8, True))
+
+
+def best(base: Case, gpus: int) -> Case:
+    """The best configuration the suite knows: DDP (single on one GPU), fp16 autocast, NHWC."""
+    amp = "fp16" if base.device == "cuda" else "bf16"
+    return base.replace(name="best", strategy="ddp" if gpus > 1 else "single", gpus=gpus,
+                        precision=amp, channels_last=True, **_loader_knobs(base, 8, True))
+
+
+def ddp(base: Case, gpus: int, precision: str, channels_last: bool, **kw) -> Case:
+    return base.replace(name="ddp", strategy="ddp", gpus=gpus, precision=precision,
+                        channels_last=channels_last, **kw)
+
+
+def accumulation(base: Case, gpus: int, mode: str) -> Case:
+    """The first article's accumulation loop (`article`), and the same with no_sync()."""
+    return base.replace(name=f"ddp-accumulate-{mode}", strategy="ddp", gpus=gpus, precision="bf16",
+                        channels_last=True, accumulation_steps=ARTICLE_ACCUMULATION, accumulation_mode=mode,
+                        warmup_steps=2, steps=max(base.steps // ARTICLE_ACCUMULATION, 3))
+
+
+# --- sweeps ------------------------------------------------------------------------------------
+def seed_sweep(max_gpus: int, base: Case = GPU_BASE) -> list[Case]:
+    return [c for n in gpu_counts(max_gpus) for c in (seed_baseline(base, n), seed_optimized(base, n))]
+
+
+def best_sweep(max_gpus: int, base: Case = GPU_BASE) -> list[Case]:
+    return [c for n in gpu_counts(max_gpus) for c in (seed_baseline(base, n), best(base, n))]
+
+
+def strategies_sweep(max_gpus: int, base: Case = GPU_BASE) -> list[Case]:
+    """single, dp baseline, dp seed-optimized and ddp (fp32; bf16 + NHWC) at each GPU count,
+    and the accumulation pair at the largest count."""
+    cases = [single(base, precision="fp32"), single(base, precision="bf16", channels_last=True)]
+    for n in gpu_counts(max_gpus):
+        cases += [seed_baseline(base, n), seed_optimized(base, n),
+                  ddp(base, n, "fp32", False), ddp(base, n, "bf16", True)]
+    top = max(gpu_counts(max_gpus))
+    cases += [accumulation(base, top, "article"), accumulation(base, top, "no_sync")]
+    return cases
+
+
+def smoke_sweep(max_gpus: int = 2, base: Case = CPU_BASE) -> list[Case]:
+    """What `make bench` runs on a machine with no GPU: every strategy, tiny and quick."""
+    ranks = max(2, max_gpus)
+    return [
+        seed_baseline(base, 1), seed_optimized(base, 1),
+        single(base, precision="fp32"), single(base, precision="bf16", channels_last=True),
+        ddp(base, 1, "fp32", False), ddp(base, ranks, "fp32", False),
+        accumulation(base.replace(steps=2), ranks, "article"), accumulation(base.replace(steps=2), ranks, "no_sync"),
+    ]
+
+
+SWEEPS = {
+    "seed": seed_sweep,
+    "best": best_sweep,
+    "strategies": strategies_sweep,
+    "smoke": smoke_sweep,
+}
+DEFAULT_GPU_SWEEPS = ("seed", "best")
+
+
+def build(name: str, max_gpus: int, device: str = "cuda", **overrides) -> list[Case]:
+    if name not in SWEEPS:
+        raise ValueError(f"unknown sweep {name!r}; accepted: {', '.join(SWEEPS)}")
+    base = GPU_BASE if device == "cuda" else CPU_BASE
+    if overrides:
+        base = base.replace(**overrides)
+    if name == "smoke":
+        return smoke_sweep(max_gpus, base if device == "cpu" else CPU_BASE.replace(**overrides))
+    return SWEEPS[name](max_gpus, base)

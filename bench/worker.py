@@ -1,0 +1,215 @@
+"""The per-rank measured loop. Run as `python -m bench.worker --case FILE --out DIR`, by the
+launcher (one process) or by torchrun (one per rank). Writes DIR/rank<R>.json; knows no sweeps."""
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import os
+import resource
+import sys
+import time
+import traceback
+from pathlib import Path
+
+import torch
+import torch.distributed as dist
+import torchvision
+
+from . import loaders, precision, strategies
+from .case import Case
+from .context import RankContext, from_environment, synchronize
+from .timing import StepTimer
+
+OOM_ERRORS = (getattr(torch, "OutOfMemoryError", torch.cuda.OutOfMemoryError), torch.cuda.OutOfMemoryError)
+
+
+def build_model(case: Case, ctx: RankContext) -> torch.nn.Module:
+    torch.manual_seed(case.seed)
+    model = torchvision.models.get_model(case.model, weights=None, num_classes=case.num_classes)
+    fmt = torch.channels_last if case.channels_last else torch.contiguous_format
+    return model.to(ctx.device, memory_format=fmt).train()
+
+
+def inject_fault(case: Case, ctx: RankContext) -> None:
+    """Test-only failures, so the launcher's handling of each can be checked on the CPU."""
+    if not case.fault or ctx.rank != case.fault_rank:
+        return
+    if case.fault == "oom":
+        raise OOM_ERRORS[0](f"injected fault: out of memory on rank {ctx.rank}")
+    if case.fault == "crash":
+        print(f"injected fault: rank {ctx.rank} crashes", file=sys.stderr, flush=True)
+        os._exit(3)
+    if case.fault == "hang":
+        while True:  # the other ranks wait for this one in their next collective
+            time.sleep(1)
+
+
+class Trainer:
+    """One optimizer step = K micro-batches (forward, loss, backward), then the update."""
+
+    def __init__(self, case: Case, ctx: RankContext):
+        self.case = case
+        self.ctx = ctx
+        self.math_flags = precision.apply_math_flags(case.precision)
+        torch.backends.cudnn.benchmark = case.cudnn_benchmark
+        model = build_model(case, ctx)
+        criterion = torch.nn.CrossEntropyLoss()
+        self.strategy = strategies.get(case.strategy).wrap(model, case, ctx, criterion)
+        self.model = model
+        if case.compile:
+            self.strategy.model = torch.compile(self.strategy.model, mode=case.compile)
+        self.optimizer = torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9)
+        self.scaler = precision.grad_scaler(case.precision, ctx.device.type)
+        self.last_loss = None
+
+    def step(self, batches) -> float:
+        """Run one optimizer step; return the seconds spent waiting for input."""
+        k = self.case.accumulation_steps
+        wait = 0.0
+        for i in range(k):
+            t = time.perf_counter()
+            images, labels = next(batches)
+            wait += time.perf_counter() - t
+            skip_sync = self.case.accumulation_mode == "no_sync" and i < k - 1
+            with self.strategy.no_sync() if skip_sync else contextlib.nullcontext():
+                loss = self.strategy.loss(images, labels) / k
+                self.scaler.scale(loss).backward()
+        self.scaler.step(self.optimizer)
+        self.scaler.update()
+        self.optimizer.zero_grad(set_to_none=True)
+        self.last_loss = loss
+        return wait
+
+
+def compute_dtypes(trainer: Trainer, batches) -> dict:
+    """Run one unmeasured step and record the dtype the classifier produced on each device."""
+    seen = {}
+
+    def hook(_module, _inputs, output):
+        seen[str(output.device)] = str(output.dtype).replace("torch.", "")
+
+    handle = trainer.model.fc.register_forward_hook(hook)
+    try:
+        trainer.step(batches)
+    finally:
+        handle.remove()
+    return seen
+
+
+def peak_memory(ctx: RankContext) -> dict:
+    if ctx.device.type == "cuda":
+        per = {str(d): torch.cuda.max_memory_allocated(d) for d in ctx.devices}
+        return {"peak_memory_bytes": max(per.values()), "peak_memory_kind": "cuda_max_allocated",
+                "peak_memory_bytes_per_device": per}
+    return {"peak_memory_bytes": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024,
+            "peak_memory_kind": "host_max_rss"}
+
+
+def measure(case: Case, ctx: RankContext) -> dict:
+    trainer = Trainer(case, ctx)
+    loader = loaders.make(case, ctx)
+    batches = iter(loader)
+    per_step_images = loaders.process_batch(case) * case.accumulation_steps
+    try:
+        if ctx.device.type == "cuda":
+            for d in ctx.devices:
+                torch.cuda.reset_peak_memory_stats(d)
+        t = time.perf_counter()
+        trainer.step(batches)  # the first step pays for compilation, cuDNN autotuning, NCCL set-up
+        synchronize(ctx)
+        first_step_s = time.perf_counter() - t
+        for _ in range(max(case.warmup_steps - 1, 0)):
+            trainer.step(batches)
+        inject_fault(case, ctx)
+        dtypes = compute_dtypes(trainer, batches)
+
+        timer = StepTimer(ctx)
+        windows, images, waits, step_times, calls = [], [], [], [], []
+        for _ in range(case.repeats):
+            if dist.is_initialized():
+                dist.barrier()  # every rank opens its window together
+            calls_before = _allreduce_calls(trainer)
+            wait = 0.0
+            timer.start()
+            for _ in range(case.steps):
+                wait += trainer.step(batches)
+                timer.mark()
+            window, steps = timer.stop()
+            windows.append(window)
+            images.append(per_step_images * case.steps)
+            waits.append(wait)
+            step_times.append(steps)
+            if calls_before is not None:
+                calls.append((_allreduce_calls(trainer) - calls_before) / case.steps)
+        loss = float(trainer.last_loss.detach().float()) * case.accumulation_steps
+        return {
+            "windows_s": windows, "images": images, "data_wait_s": waits, "step_times_s": step_times,
+            "first_step_s": first_step_s, "compute_dtypes": dtypes, "math_flags": trainer.math_flags,
+            "allreduce_calls_per_step": calls[-1] if calls else None, "last_loss": loss,
+            **peak_memory(ctx), **trainer.strategy.facts(), **loader.facts(),
+        }
+    finally:
+        loader.close()
+
+
+def _allreduce_calls(trainer: Trainer):
+    f = getattr(trainer.strategy, "allreduce_calls", None)
+    return f() if f else None
+
+
+def redirect_stderr(out: Path, rank: int) -> Path:
+    """Send this rank's fd 2 to a file, so even a hard crash leaves its last lines behind."""
+    path = out / f"rank{rank}.stderr"
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+    os.dup2(fd, 2)
+    os.close(fd)
+    return path
+
+
+def run_rank(case: Case, out: Path) -> int:
+    rank = int(os.environ.get("RANK", 0))
+    redirect_stderr(out, rank)
+    record = {"rank": rank, "status": "ok", "reason": "", "pid": os.getpid(),
+              "nccl_env": {k: v for k, v in os.environ.items() if k.startswith("NCCL_")}}
+    try:
+        ctx = from_environment(case)
+        record["device"] = str(ctx.device)
+        if case.launcher == "torchrun":
+            dist.init_process_group("nccl" if case.device == "cuda" else "gloo")
+        record.update(measure(case, ctx))
+    except OOM_ERRORS as e:
+        record.update(status="oom", reason=f"out of memory at batch_size={case.batch_size} per GPU: {str(e).splitlines()[0][:300]}")
+    except loaders.SkipCase as e:
+        record.update(status="skipped", reason=str(e))
+    except Exception as e:
+        tb = traceback.format_exc()
+        print(tb, file=sys.stderr, flush=True)
+        record.update(status="error", reason=f"{e.__class__.__name__}: {e}"[:500], traceback_tail=tb.splitlines()[-15:])
+    _write(out / f"rank{rank}.json", record)
+    if record["status"] == "ok" and dist.is_initialized():
+        gathered = [None] * dist.get_world_size()
+        dist.all_gather_object(gathered, record)  # across nodes, so rank 0 can merge every rank
+        if rank == 0:
+            _write(out / "ranks.json", {"ranks": gathered})
+        dist.destroy_process_group()
+    return 0 if record["status"] in ("ok", "skipped") else 1
+
+
+def _write(path: Path, data: dict) -> None:
+    tmp = path.with_suffix(".tmp")
+    tmp.write_text(json.dumps(data, default=str))
+    os.replace(tmp, path)
+
+
+def main(argv=None) -> int:
+    p = argparse.ArgumentParser(description=__doc__)
+    p.add_argument("--case", required=True, help="case JSON file")
+    p.add_argument("--out", required=True, help="folder for this case's per-rank records")
+    a = p.parse_args(argv)
+    case = Case.from_dict(json.loads(Path(a.case).read_text()))
+    return run_rank(case, Path(a.out))
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,76 @@
+import json
+import subprocess
+import sys
+
+import pytest
+
+from bench.cli import main
+
+ROOT = __import__("pathlib").Path(__file__).resolve().parent.parent
+
+
+@pytest.mark.parametrize("argv, needle", [
+    (["run", "--strategy", "fsdp"], "error: strategy='fsdp' is not accepted; use one of: single, dp, ddp"),
+    (["run", "--precision", "fp8"], "error: precision='fp8' is not accepted; use one of: fp32, tf32, bf16, fp16"),
+    (["run", "--batch-size", "0"], "error: batch_size=0 must be >= 1"),
+    (["run", "--device", "cpu", "--precision", "tf32"], "error: precision='tf32' needs device='cuda'"),
+    (["run", "--strategy", "ddp", "--nccl-env", "NCCL_DEBUG"], "error: --nccl-env 'NCCL_DEBUG' must look like NCCL_NAME=VALUE"),
+    (["run", "--strategy", "ddp", "--gpus", "2", "--nnodes", "2"], "--nnodes > 1 needs --rdzv-endpoint"),
+    (["sweep", "everything"], "error: unknown sweep 'everything'; accepted: default, seed"),
+])
+def test_bad_input_is_one_line_naming_what_is_wrong(argv, needle, capsys, tmp_path):
+    with pytest.raises(SystemExit) as e:
+        main(argv + ["--results", str(tmp_path)])
+    assert e.value.code == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert needle in err[-1]
+    assert not any(tmp_path.iterdir())  # nothing ran, nothing stored
+
+
+def test_argparse_type_errors_exit_2(capsys):
+    with pytest.raises(SystemExit) as e:
+        main(["run", "--batch-size", "many"])
+    assert e.value.code == 2
+    assert "--batch-size: invalid int value: 'many'" in capsys.readouterr().err
+
+
+def test_more_gpus_than_visible_stops_before_running(tmp_path):
+    out = subprocess.run([sys.executable, "-m", "bench", "sweep", "seed", "--gpus", "4", "--results", str(tmp_path)],
+                         cwd=ROOT, capture_output=True, text=True, env={"CUDA_VISIBLE_DEVICES": "", "PATH": "/usr/bin:/bin"})
+    assert out.returncode != 0
+    assert "--gpus=4 asked, but this machine has 0 visible GPU(s)" in out.stderr
+    assert not any(tmp_path.iterdir())
+
+
+def test_cuda_case_on_a_gpu_less_machine_is_refused_up_front(tmp_path):
+    out = subprocess.run([sys.executable, "-m", "bench", "run", "--gpus", "2", "--strategy", "ddp",
+                          "--results", str(tmp_path)], cwd=ROOT, capture_output=True, text=True,
+                         env={"CUDA_VISIBLE_DEVICES": "", "PATH": "/usr/bin:/bin"})
+    assert out.returncode != 0
+    assert "the cases need 2 GPU(s) on this machine but 0 are visible" in out.stderr
+    assert not any(tmp_path.iterdir())
+
+
+@pytest.mark.parametrize("command", ["run", "sweep", "report", "env"])
+def test_help_on_each_command(command, capsys):
+    with pytest.raises(SystemExit) as e:
+        main([command, "--help"])
+    assert e.value.code == 0
+    assert "usage: python -m bench " + command in capsys.readouterr().out
+
+
+def test_run_help_documents_every_knob(capsys):
+    with pytest.raises(SystemExit):
+        main(["run", "--help"])
+    out = capsys.readouterr().out
+    for flag in ("--batch-size", "--channels-last", "--bucket-cap-mb", "--dp-loss-in-forward", "--nccl-env"):
+        assert flag in out
+    assert "Per-GPU batch size in images" in out
+    assert "Test only" not in out  # test-only knobs are not described in the help
+
+
+def test_env_prints_provenance(capsys):
+    assert main(["env"]) == 0
+    env = json.loads(capsys.readouterr().out)
+    for key in ("torch", "torchvision", "cuda", "cpu_model", "cpu_cores", "hostname", "commit", "dirty", "gpu_count"):
+        assert key in env

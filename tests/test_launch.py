@@ -1,0 +1,178 @@
+"""Real runs in fresh processes on the CPU: single, dp, ddp through torchrun with gloo, and
+every failure the launcher must contain."""
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from bench import launch, sweeps
+from bench.launch import DistArgs, run_case
+
+pytestmark = pytest.mark.slow
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def leftovers() -> list[int]:
+    """Processes still carrying a run token: any of them means a case left something behind."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit() and int(entry.name) != os.getpid():
+            try:
+                if f"{launch.TOKEN_VAR}=".encode() in (entry / "environ").read_bytes():
+                    found.append(int(entry.name))
+            except OSError:
+                pass
+    return found
+
+
+def test_single_case_end_to_end(tiny):
+    r = run_case(tiny)
+    assert r["status"] == "ok", r
+    m = r["metrics"]
+    assert m["images_per_s"] > 0 and m["images_per_s_per_gpu"] == m["images_per_s"]
+    assert len(m["images_per_s_repeats"]) == tiny.repeats
+    assert [len(x) for x in r["ranks"][0]["step_times_s"]] == [tiny.steps] * tiny.repeats
+    assert m["compute_dtypes"] == {"cpu": "float32"}
+    assert m["peak_memory_kind"] == "host_max_rss" and m["peak_memory_bytes"] > 0
+
+
+def test_dp_on_the_cpu_runs_the_seed_knobs_in_bf16(tiny):
+    case = sweeps.seed_optimized(tiny, 1)
+    assert case.dp_loss_in_forward and case.precision == "bf16"
+    r = run_case(case)
+    assert r["status"] == "ok", r
+    # autocast is entered inside the DataParallel module, so the replica really ran bf16
+    assert r["metrics"]["compute_dtypes"] == {"cpu": "bfloat16"}
+
+
+@pytest.mark.parametrize("ranks", [2, 4])
+def test_ddp_over_gloo_ranks_through_torchrun(tiny, ranks):
+    case = tiny.replace(strategy="ddp", gpus=ranks)
+    r = run_case(case)
+    assert r["status"] == "ok", r
+    assert sorted(x["rank"] for x in r["ranks"]) == list(range(ranks))
+    assert r["metrics"]["global_batch"] == 4 * ranks
+    assert "torch.distributed.run" in r["command"] and f"--nproc-per-node={ranks}" in r["command"]
+    # global figure = every rank's images over the slowest rank's window, per repeat
+    rep0 = sum(x["images"][0] for x in r["ranks"]) / max(x["windows_s"][0] for x in r["ranks"])
+    assert r["metrics"]["images_per_s_repeats"][0] == pytest.approx(rep0)
+    assert r["ranks"][0]["backend"] == "gloo"
+
+
+def test_accumulation_all_reduce_counts(tiny):
+    """The article's loop all-reduces on every micro-batch; no_sync only on the last one."""
+    base = tiny.replace(strategy="ddp", gpus=2, accumulation_steps=4, steps=1, repeats=1)
+    plain = run_case(base.replace(accumulation_steps=1))
+    article = run_case(base.replace(accumulation_mode="article"))
+    no_sync = run_case(base.replace(accumulation_mode="no_sync"))
+    for r in (plain, article, no_sync):
+        assert r["status"] == "ok", r
+    buckets = plain["metrics"]["allreduce_calls_per_step"]
+    assert buckets >= 1
+    assert article["metrics"]["allreduce_calls_per_step"] == 4 * buckets
+    assert no_sync["metrics"]["allreduce_calls_per_step"] == buckets
+    assert article["metrics"]["images_per_step"] == 4 * 2 * 4
+
+
+def test_two_nodes_meet_at_a_loopback_rendezvous(tiny, tmp_path):
+    """Two torchrun invocations with --nnodes 2, as two machines would run them."""
+    case = tiny.replace(strategy="ddp", gpus=2)
+    port = 29000 + os.getpid() % 1000
+    procs = []
+    for node in (0, 1):
+        procs.append(subprocess.Popen(
+            [sys.executable, "-m", "bench", "run", "--device", "cpu", "--model", "resnet18", "--num-classes", "10",
+             "--batch-size", "4", "--image-size", "32", "--warmup-steps", "1", "--steps", "2", "--repeats", "1",
+             "--strategy", "ddp", "--gpus", "2", "--nnodes", "2", "--node-rank", str(node),
+             "--rdzv-endpoint", f"127.0.0.1:{port}", "--results", str(tmp_path), "--sweep-name", "two-nodes"],
+            cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True))
+    outs = [p.communicate(timeout=180)[0] for p in procs]
+    assert [p.returncode for p in procs] == [0, 0], outs
+    stored = list(tmp_path.rglob("*.json"))
+    assert len(stored) == 1  # node 0 stores the merged result; node 1 stores nothing
+    rec = json.loads(stored[0].read_text())
+    assert rec["status"] == "ok" and sorted(r["rank"] for r in rec["ranks"]) == [0, 1]
+    assert "--nnodes=2" in rec["launch_command"] and "--rdzv-endpoint=127.0.0.1" in rec["launch_command"]
+    del case
+
+
+def test_oom_is_stored_with_the_batch_size_that_failed(tiny):
+    r = run_case(tiny.replace(strategy="ddp", gpus=2, fault="oom", fault_rank=1))
+    assert r["status"] == "oom"
+    assert r["reason"].startswith("rank 1: out of memory at batch_size=4 per GPU")
+    assert not leftovers()
+
+
+def test_a_dying_rank_does_not_hang_the_others(tiny):
+    started = time.monotonic()
+    r = run_case(tiny.replace(strategy="ddp", gpus=2, fault="crash", fault_rank=1, timeout_s=120))
+    assert r["status"] == "error"
+    assert r["reason"].startswith("rank 1 died") and "injected fault: rank 1 crashes" in r["reason"]
+    assert any("rank 1 crashes" in ln for ln in r["stderr_tail"])
+    assert time.monotonic() - started < 100  # torchrun stopped rank 0, the timeout did not
+    assert not leftovers()
+
+
+def test_a_hanging_rank_is_killed_with_its_whole_group(tiny):
+    started = time.monotonic()
+    r = run_case(tiny.replace(strategy="ddp", gpus=2, fault="hang", fault_rank=0, timeout_s=20))
+    assert r["status"] == "timeout"
+    assert "timeout_s=20" in r["reason"]
+    assert time.monotonic() - started < 60
+    assert not leftovers()
+
+
+def test_an_error_in_a_single_process_case_keeps_its_traceback(tiny):
+    r = run_case(tiny.replace(device="cuda") if False else tiny.replace(fault="crash"))
+    assert r["status"] == "error" and "rank 0 died (exit code 3)" in r["reason"]
+
+
+SWEEP_SCRIPT = """
+import sys
+sys.path.insert(0, {root!r})
+from bench.case import Case
+from bench.results import Store
+from bench.runner import run_cases
+tiny = Case(device="cpu", model="resnet18", num_classes=10, batch_size=4, image_size=32,
+            warmup_steps=1, steps=2, repeats=1, timeout_s=300.0)
+cases = [tiny.replace(name="first"), tiny.replace(name="stuck", fault="hang"), tiny.replace(name="third")]
+run_cases(cases, "interrupted", Store({store!r}), resume={resume})
+"""
+
+
+def test_ctrl_c_keeps_finished_results_and_resume_skips_them(tmp_path):
+    script = tmp_path / "sweep.py"
+    script.write_text(SWEEP_SCRIPT.format(root=str(ROOT), store=str(tmp_path / "r"), resume=False))
+    p = subprocess.Popen([sys.executable, str(script)], stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                         text=True, start_new_session=True)
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline and not list((tmp_path / "r").rglob("first-*.json")):
+        time.sleep(0.5)
+    time.sleep(3)  # the hanging case is now running
+    os.killpg(p.pid, signal.SIGINT)  # what Ctrl-C in a terminal sends
+    out, _ = p.communicate(timeout=60)
+    assert p.returncode != 0
+    stored = sorted(f.name.split("-")[0] for f in (tmp_path / "r").rglob("*.json"))
+    assert stored == ["first"], out
+    assert not leftovers()
+
+    script.write_text(SWEEP_SCRIPT.format(root=str(ROOT), store=str(tmp_path / "r"), resume=True)
+                      .replace('tiny.replace(name="stuck", fault="hang"), ', ""))
+    out = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=120).stdout
+    assert "already stored, skipped (--resume)" in out
+    assert sorted(f.name.split("-")[0] for f in (tmp_path / "r").rglob("*.json")) == ["first", "third"]
+
+
+def test_worker_command_passes_rendezvous_through(tiny):
+    case = tiny.replace(strategy="ddp", gpus=4)
+    cmd = launch.worker_command(case, Path("c.json"), Path("o"), DistArgs(nnodes=2, node_rank=1, master_addr="10.0.0.1", master_port=1234))
+    joined = " ".join(cmd)
+    assert "--nproc-per-node=2" in joined and "--nnodes=2" in joined and "--node-rank=1" in joined
+    assert "--master-addr=10.0.0.1" in joined and "--master-port=1234" in joined
+    with pytest.raises(ValueError, match="gpus=4 does not divide over nnodes=3"):
+        DistArgs(nnodes=3).nproc_per_node(case)

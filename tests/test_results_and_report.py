@@ -1,0 +1,91 @@
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+
+from bench import report, results
+
+FIXTURES = Path(__file__).parent / "fixtures" / "results"
+GOLDEN = Path(__file__).parent / "golden"
+
+
+def _record(**over):
+    rec = {"schema": results.SCHEMA, "sweep": "s", "case_id": "c1", "case": {"name": "x"}, "status": "ok",
+           "machine": "m", "commit_folder": "abc"}
+    rec.update(over)
+    return rec
+
+
+def test_store_writes_atomically_under_machine_commit_sweep(tmp_path, monkeypatch):
+    store = results.Store(tmp_path)
+    path = store.save(_record())
+    assert path == tmp_path / "m" / "abc" / "s" / "c1.json"
+    assert json.loads(path.read_text())["schema"] == results.SCHEMA
+    assert store.exists("m", "abc", "s", "c1")
+
+    # a write that dies half-way leaves the previous file whole and no temporary behind
+    def boom(*a, **k):
+        raise OSError("disk full")
+    monkeypatch.setattr(results.json, "dump", boom)
+    with pytest.raises(OSError):
+        store.save(_record(status="error"))
+    assert json.loads(path.read_text())["status"] == "ok"
+    assert [p.name for p in path.parent.iterdir()] == ["c1.json"]
+
+
+def test_store_rejects_incomplete_or_unknown_status(tmp_path):
+    store = results.Store(tmp_path)
+    with pytest.raises(ValueError, match="lacks case_id"):
+        store.save({k: v for k, v in _record().items() if k != "case_id"})
+    with pytest.raises(ValueError, match="status 'fine' is not one of ok, oom, error, timeout, skipped"):
+        store.save(_record(status="fine"))
+
+
+def test_commit_folder_marks_dirty_trees():
+    assert results.commit_folder({"commit": "0123456789abcdef", "dirty": False}) == "0123456789ab"
+    assert results.commit_folder({"commit": "0123456789abcdef", "dirty": True}) == "0123456789ab-dirty"
+
+
+def test_corrupt_and_foreign_files_are_reported_and_skipped(tmp_path, capsys):
+    shutil.copytree(FIXTURES, tmp_path / "r")
+    sweep = next((tmp_path / "r").rglob("seed"))
+    (sweep / "broken.json").write_text('{"schema": 1, "case": ')
+    (sweep / "other.json").write_text('{"hello": 1}')
+    loaded = results.load([tmp_path / "r"])
+    assert len(loaded.records) == 7
+    assert len(loaded.problems) == 2
+    assert any("broken.json: unreadable" in p for p in loaded.problems)
+    assert any("other.json: not a schema-1 result" in p for p in loaded.problems)
+    from bench.cli import main
+    assert main(["report", str(tmp_path / "r")]) == 0
+    out = capsys.readouterr()
+    assert "warning: skipped" in out.err and "broken.json" in out.err
+    assert "| 4      | 1024" in out.out
+
+
+@pytest.mark.parametrize("lang", ["en", "zh"])
+def test_seed_table_matches_golden(lang):
+    recs = results.load([FIXTURES]).records
+    assert report.seed_table(recs, lang) + "\n" == (GOLDEN / f"seed_{lang}.md").read_text()
+
+
+def test_full_table_and_csv_match_golden(tmp_path):
+    recs = results.load([FIXTURES]).records
+    assert report.full_table(recs) + "\n" == (GOLDEN / "full.md").read_text()
+    report.seed_frame(recs, "en").to_csv(tmp_path / "seed.csv", index=False)
+    assert (tmp_path / "seed.csv").read_text() == (GOLDEN / "seed_en.csv").read_text()
+
+
+def test_seed_rows_reproduce_the_articles_figures():
+    rows = report.seed_rows(results.load([FIXTURES]).records)
+    assert [r[:5] for r in rows] == [
+        [1, 256, "183.2", "190.0", "3.7%"],
+        [2, 512, "312.7", "347.5", "11.1%"],
+        [4, 1024, "498.4", "698.3", "40.1%"],
+    ]
+    assert rows[2][5] == "68.0%"  # 498.4 / (4 x 183.2)
+
+
+def test_report_with_nothing_stored(tmp_path):
+    assert report.render([]) == "no stored results found"
