@@ -73,6 +73,8 @@ class Case:
     """torch DataLoader: keep workers alive between epochs."""
     prefetch_factor: int = 2
     """torch DataLoader: batches prefetched per worker (needs num_workers > 0)."""
+    loader_only: bool = False
+    """Measure the input pipeline alone (no model): the images/s it can deliver."""
     dali_device: str = "mixed"
     """DALI decode placement: `mixed` (GPU decode) or `cpu`."""
     hw_decoder_load: float = 0.65
@@ -151,6 +153,8 @@ class Case:
             parts.append(f"acc{self.accumulation_steps}-{self.accumulation_mode}")
         if self.compile:
             parts.append("compile-" + self.compile)
+        if self.loader_only:
+            parts.append("loader-only")
         parts.append(f"{self.image_size}px")
         parts.append(self.device)
         digest = hashlib.sha1(json.dumps(self.to_dict(), sort_keys=True).encode()).hexdigest()[:8]
@@ -198,7 +202,7 @@ def validate(c: Case) -> None:
     _one_of("dp_device_selection", c.dp_device_selection, DP_DEVICE_SELECTIONS)
     _one_of("fault", c.fault, FAULTS)
     _one_of("compile", c.compile, COMPILE_MODES)
-    for name in ("channels_last", "cudnn_benchmark", "pin_memory", "non_blocking", "persistent_workers",
+    for name in ("channels_last", "cudnn_benchmark", "loader_only", "pin_memory", "non_blocking", "persistent_workers",
                  "dp_loss_in_forward", "gradient_as_bucket_view", "static_graph", "broadcast_buffers"):
         if not isinstance(getattr(c, name), bool):
             raise CaseError(f"{name}={getattr(c, name)!r} must be true or false")
@@ -238,6 +242,8 @@ def validate(c: Case) -> None:
         raise CaseError(f"dp_output_device={c.dp_output_device} must be -1 or an index below gpus={c.gpus}")
     if c.strategy != "dp" and (c.dp_device_selection != "default" or c.dp_output_device != -1 or c.dp_loss_in_forward):
         raise CaseError("dp_device_selection, dp_output_device and dp_loss_in_forward apply to strategy='dp' only")
+    if c.loader_only and c.loader == "synthetic":
+        raise CaseError("loader_only=true measures a real input pipeline; use loader='torch' or 'dali'")
     if c.compile and c.strategy == "dp":
         raise CaseError("compile with strategy='dp' is not supported (DataParallel re-replicates every step); use single or ddp")
     for pair in c.nccl_env:

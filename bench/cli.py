@@ -109,8 +109,11 @@ def cmd_sweep(a) -> int:
             raise SystemExit(f"error: sweep {a.name!r} needs GPUs and none is visible; on the CPU run `smoke`")
         names = ["smoke"]
         print("no GPU visible: running the CPU smoke sweep (tiny images, gloo ranks for ddp)")
-    overrides = {k: v for k, v in (("data_dir", a.data),) if v}
+    data_dir = a.data or (str(default_data_dir()) if any(n in sweeps.NEEDS_DATA for n in names) else "")
+    overrides = {"data_dir": data_dir} if data_dir else {}
     plans = [(n, sweeps.build(n, gpus, device, **overrides)) for n in names]  # all validated first
+    if data_dir and not a.data:
+        ensure_default_data(Path(data_dir), sweeps.images_needed([c for _, cs in plans for c in cs]))
     dist = dist_from_args(a)
     store = results.Store(a.results)
     all_records = []
@@ -122,6 +125,38 @@ def cmd_sweep(a) -> int:
         return 130
     print()
     print(report.render(all_records, a.lang))
+    return 0
+
+
+def default_data_dir() -> Path:
+    """Generated JPEGs live outside the repository, made once and reused."""
+    import os
+    return Path(os.environ.get("BENCH_DATA_CACHE", Path.home() / ".cache" / "gpu-bench")) / "imagenet-like"
+
+
+DEFAULT_CLASSES = 100
+
+
+def ensure_default_data(folder: Path, needed: int) -> None:
+    from .data import make_dataset
+    have = len(list(folder.glob("class_*/*.jpg"))) if folder.is_dir() else 0
+    want = max(needed, 2 * DEFAULT_CLASSES)
+    if have < want:
+        print(f"making {want} ImageNet-like JPEGs in {folder} (once; later runs reuse them)")
+        make_dataset(folder, want, DEFAULT_CLASSES)
+
+
+def cmd_data(a) -> int:
+    from . import data
+    try:
+        if a.action == "make":
+            data.make_dataset(Path(a.out), a.images, a.classes, a.seed, a.workers)
+        else:
+            folder = data.scan(a.dir)
+            print(f"{folder.root}: {folder.count} JPEGs in {len(folder.classes)} classes"
+                  + (f"; {len(folder.skipped)} non-JPEG or truncated file(s) skipped" if folder.skipped else ""))
+    except data.DataError as e:
+        raise SystemExit(f"error: {e}")
     return 0
 
 
@@ -176,6 +211,19 @@ def parser() -> argparse.ArgumentParser:
     rep.add_argument("--csv", default="", help="also write the seed table here as CSV (and .cases.csv)")
     rep.add_argument("--results", default=str(results.DEFAULT_ROOT), help="results root folder")
     rep.set_defaults(func=cmd_report)
+
+    d = sub.add_parser("data", help="make an ImageNet-like JPEG folder, or check one",
+                       description="Make an ImageNet-like JPEG ImageFolder tree, or check a folder before use.")
+    dsub = d.add_subparsers(dest="action", required=True)
+    mk = dsub.add_parser("make", help="write N JPEGs in C class folders (deterministic, resumable)")
+    mk.add_argument("--images", type=int, required=True)
+    mk.add_argument("--classes", type=int, default=DEFAULT_CLASSES)
+    mk.add_argument("--out", required=True)
+    mk.add_argument("--seed", type=int, default=0)
+    mk.add_argument("--workers", type=int, default=None, help="processes (default: every core)")
+    ck = dsub.add_parser("check", help="count the usable JPEGs of an ImageFolder tree")
+    ck.add_argument("dir")
+    d.set_defaults(func=cmd_data)
 
     e = sub.add_parser("env", help="print the machine and software facts a result records")
     e.set_defaults(func=cmd_env)

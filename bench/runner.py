@@ -23,6 +23,23 @@ def check_gpus(cases: list[Case], visible: int, dist: DistArgs = DistArgs()) -> 
                             f"{'is' if visible == 1 else 'are'} visible; ask for at most {visible}")
 
 
+def check_data(cases: list[Case]) -> None:
+    """Refuse, before anything runs, a missing or too small data folder."""
+    from .data import DataError, check_size, scan
+    folders = {}
+    for c in cases:
+        if c.loader in ("torch", "dali"):
+            try:
+                folder = folders.get(c.data_dir) or folders.setdefault(c.data_dir, scan(c.data_dir))
+                check_size(folder, c)
+            except DataError as e:
+                raise SystemExit(f"error: {e}") from None
+    for folder in folders.values():
+        if folder.skipped:
+            print(f"note: {len(folder.skipped)} non-JPEG or truncated file(s) in {folder.root} are skipped "
+                  f"({folder.count} JPEGs used)")
+
+
 def assemble(case: Case, result: dict, sweep: str, env: dict, started_at: str) -> dict:
     return {
         "schema": SCHEMA, "sweep": sweep, "case_id": case.case_id, "case": case.to_dict(),
@@ -51,6 +68,7 @@ def run_cases(cases: list[Case], sweep: str, store: Store, dist: DistArgs = Dist
               resume: bool = False, out=sys.stdout) -> list[dict]:
     env = envmod.collect()
     check_gpus(cases, envmod.visible_gpu_count(), dist)
+    check_data(cases)
     stores = dist.nnodes == 1 or dist.node_rank == 0
     machine, commit = envmod.machine_slug(env), commit_folder(env)
     print(f"sweep {sweep!r}: {len(cases)} case(s) on {machine}, commit {commit}, "

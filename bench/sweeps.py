@@ -70,6 +70,20 @@ def accumulation(base: Case, gpus: int, mode: str) -> Case:
                         warmup_steps=2, steps=max(base.steps // ARTICLE_ACCUMULATION, 3))
 
 
+def loader_case(base: Case, gpus: int, loader: str, dali_device: str = "mixed", loader_only: bool = False,
+                cores: int | None = None) -> Case:
+    """DDP, bf16, NHWC, fed by one loader; torch gets the machine's cores as workers, spread over ranks."""
+    import os
+    kw = {}
+    if loader == "torch":
+        kw = _loader_knobs(base.replace(loader="torch"), max(1, (cores or os.cpu_count() or 1) // gpus), True)
+    if loader == "dali":
+        kw = {"dali_device": dali_device}
+    name = f"loader-{loader}" + (f"-{dali_device}" if loader == "dali" else "") + ("-only" if loader_only else "")
+    return base.replace(name=name, strategy="ddp", gpus=gpus, precision="bf16", channels_last=True,
+                        loader=loader, loader_only=loader_only, **kw)
+
+
 # --- sweeps ------------------------------------------------------------------------------------
 def seed_sweep(max_gpus: int, base: Case = GPU_BASE) -> list[Case]:
     return [c for n in gpu_counts(max_gpus) for c in (seed_baseline(base, n), seed_optimized(base, n))]
@@ -92,9 +106,13 @@ def strategies_sweep(max_gpus: int, base: Case = GPU_BASE) -> list[Case]:
 
 
 def smoke_sweep(max_gpus: int = 2, base: Case = CPU_BASE) -> list[Case]:
-    """What `make bench` runs on a machine with no GPU: every strategy, tiny and quick."""
+    """What `make bench` runs on a machine with no GPU: every strategy and loader, tiny and quick."""
     ranks = max(2, max_gpus)
-    return [
+    data = [] if not base.data_dir else [
+        base.replace(name="loader-torch", strategy="ddp", gpus=ranks, loader="torch", num_workers=1),
+        base.replace(name="loader-dali-cpu", strategy="ddp", gpus=ranks, loader="dali", dali_device="cpu"),
+    ]
+    return data + [
         seed_baseline(base, 1), seed_optimized(base, 1),
         single(base, precision="fp32"), single(base, precision="bf16", channels_last=True),
         ddp(base, 1, "fp32", False), ddp(base, ranks, "fp32", False),
@@ -102,12 +120,32 @@ def smoke_sweep(max_gpus: int = 2, base: Case = CPU_BASE) -> list[Case]:
     ]
 
 
+def loaders_sweep(max_gpus: int, base: Case = GPU_BASE) -> list[Case]:
+    """Each loader end to end beside its loader-only ceiling, at 1 GPU and at max_gpus."""
+    cases = []
+    for n in sorted({1, max_gpus}):
+        cases.append(loader_case(base, n, "synthetic"))
+        for loader, dev in (("torch", ""), ("dali", "mixed"), ("dali", "cpu")):
+            cases.append(loader_case(base, n, loader, dev or "mixed"))
+            cases.append(loader_case(base, n, loader, dev or "mixed", loader_only=True))
+    return cases
+
+
+def images_needed(cases: list[Case]) -> int:
+    """JPEGs a data folder needs so that no case's measured window re-reads a prefetched few."""
+    from .loaders import process_batch
+    return max((c.steps * process_batch(c) * c.accumulation_steps * (c.gpus if c.strategy == "ddp" else 1)
+                for c in cases if c.loader != "synthetic"), default=0)
+
+
 SWEEPS = {
     "seed": seed_sweep,
     "best": best_sweep,
     "strategies": strategies_sweep,
     "smoke": smoke_sweep,
+    "loaders": loaders_sweep,
 }
+NEEDS_DATA = {"loaders", "smoke"}
 DEFAULT_GPU_SWEEPS = ("seed", "best")
 
 

@@ -82,6 +82,25 @@ class Trainer:
         return wait
 
 
+class LoaderOnly:
+    """Stands in for the trainer when only the input pipeline is measured."""
+
+    def __init__(self, case: Case, ctx: RankContext):
+        self.case = case
+        self.strategy = self
+        self.math_flags = {}
+        self.last_loss = torch.zeros(())
+
+    def step(self, batches) -> float:
+        t = time.perf_counter()
+        for _ in range(self.case.accumulation_steps):
+            next(batches)
+        return time.perf_counter() - t
+
+    def facts(self) -> dict:
+        return {}
+
+
 def compute_dtypes(trainer: Trainer, batches) -> dict:
     """Run one unmeasured step and record the dtype the classifier produced on each device."""
     seen = {}
@@ -107,7 +126,7 @@ def peak_memory(ctx: RankContext) -> dict:
 
 
 def measure(case: Case, ctx: RankContext) -> dict:
-    trainer = Trainer(case, ctx)
+    trainer = LoaderOnly(case, ctx) if case.loader_only else Trainer(case, ctx)
     loader = loaders.make(case, ctx)
     batches = iter(loader)
     per_step_images = loaders.process_batch(case) * case.accumulation_steps
@@ -122,7 +141,7 @@ def measure(case: Case, ctx: RankContext) -> dict:
         for _ in range(max(case.warmup_steps - 1, 0)):
             trainer.step(batches)
         inject_fault(case, ctx)
-        dtypes = compute_dtypes(trainer, batches)
+        dtypes = {} if case.loader_only else compute_dtypes(trainer, batches)
 
         timer = StepTimer(ctx)
         windows, images, waits, step_times, calls = [], [], [], [], []

@@ -1,0 +1,168 @@
+"""ImageNet-like JPEG folders: make one, or check a user's before any case reads it.
+
+Generated images cost what ImageNet training images cost to decode: mixed sizes around 500x375,
+baseline JPEG, about 110 KB, with content whose spectrum falls off like a photograph's (1/f
+amplitude) plus hard-edged shapes, so neither flat colour nor white noise skews decode time.
+"""
+from __future__ import annotations
+
+import hashlib
+import os
+import time
+from dataclasses import dataclass, field
+from multiprocessing import Pool
+from pathlib import Path
+
+import numpy as np
+
+JPEG_MAGIC = b"\xff\xd8\xff"
+IMAGE_SUFFIXES = (".jpg", ".jpeg", ".JPG", ".JPEG")
+QUALITY = 93  # with the content below this gives a mean near 110 KB at ~500x375
+
+
+class DataError(ValueError):
+    """A data folder that cannot be used; the message says what is wrong and what is expected."""
+
+
+def _rng(seed: int, index: int) -> np.random.Generator:
+    digest = hashlib.sha256(f"{seed}:{index}".encode()).digest()
+    return np.random.default_rng(int.from_bytes(digest[:8], "little"))
+
+
+def _pink_field(rng: np.random.Generator, h: int, w: int, alpha: float) -> np.ndarray:
+    """Noise with amplitude falling as 1/f^alpha, scaled to [0, 1]."""
+    fy = np.fft.fftfreq(h)[:, None]
+    fx = np.fft.rfftfreq(w)[None, :]
+    f = np.sqrt(fx * fx + fy * fy)
+    f[0, 0] = 1.0
+    spectrum = (rng.standard_normal(f.shape) + 1j * rng.standard_normal(f.shape)) / f ** alpha
+    spectrum[0, 0] = 0
+    img = np.fft.irfft2(spectrum, s=(h, w))
+    img -= img.min()
+    return img / (img.max() + 1e-12)
+
+
+def render_image(seed: int, index: int):
+    """One deterministic natural-looking RGB image of ImageNet-like size."""
+    from PIL import Image, ImageDraw
+    rng = _rng(seed, index)
+    w = int(rng.choice([500, 500, 500, 375, 400, 450, 640, 333]))
+    h = int(rng.choice([375, 375, 333, 500, 300, 400, 480])) if w != 375 else 500
+    # three correlated channels: a shared luminance field and weaker colour fields
+    lum = _pink_field(rng, h, w, 1.0)
+    rgb = np.stack([0.75 * lum + 0.25 * _pink_field(rng, h, w, 1.2) for _ in range(3)], axis=-1)
+    rgb = rgb * rng.uniform(0.6, 1.0, size=3) + rng.uniform(0.0, 0.3, size=3)
+    # fine texture, as in foliage, fur or fabric
+    rgb += rng.normal(0, 0.06, size=rgb.shape)
+    texture = Image.fromarray((np.clip(rgb, 0, 1) * 255).astype(np.uint8), "RGB")
+    shapes = texture.copy()
+    draw = ImageDraw.Draw(shapes)
+    for _ in range(int(rng.integers(3, 9))):  # objects with hard edges
+        x0, y0 = int(rng.integers(0, w)), int(rng.integers(0, h))
+        x1, y1 = x0 + int(rng.integers(20, w // 2)), y0 + int(rng.integers(20, h // 2))
+        colour = tuple(int(c) for c in rng.integers(0, 256, 3))
+        (draw.ellipse if rng.random() < 0.5 else draw.rectangle)([x0, y0, x1, y1], fill=colour)
+    return Image.blend(texture, shapes, 0.6)  # objects keep the texture, as lit surfaces do
+
+
+def image_path(out: Path, index: int, classes: int) -> Path:
+    return out / f"class_{index % classes:04d}" / f"img_{index:08d}.jpg"
+
+
+def _write_one(args) -> int:
+    out, index, classes, seed = args
+    path = image_path(Path(out), index, classes)
+    if path.is_file() and path.stat().st_size > 0:
+        return path.stat().st_size  # resume: finished files are kept
+    img = render_image(seed, index)
+    tmp = path.with_suffix(".tmp")
+    img.save(tmp, "JPEG", quality=QUALITY, progressive=False, optimize=False, subsampling=2)
+    os.replace(tmp, path)
+    return path.stat().st_size
+
+
+def make_dataset(out: Path, images: int, classes: int, seed: int = 0, workers: int | None = None,
+                 echo=print) -> dict:
+    if images < 1 or classes < 1 or classes > images:
+        raise DataError(f"--images={images} --classes={classes}: need images >= classes >= 1")
+    out = Path(out)
+    for c in range(classes):
+        (out / f"class_{c:04d}").mkdir(parents=True, exist_ok=True)
+    started = time.monotonic()
+    jobs = [(str(out), i, classes, seed) for i in range(images)]
+    workers = workers or os.cpu_count() or 1
+    with Pool(workers) as pool:
+        sizes = pool.map(_write_one, jobs, chunksize=max(1, images // (workers * 8)))
+    took = time.monotonic() - started
+    summary = {"images": images, "classes": classes, "mean_bytes": sum(sizes) / len(sizes),
+               "seconds": took, "workers": workers, "folder": str(out)}
+    echo(f"{images} JPEGs in {classes} classes under {out}: mean {summary['mean_bytes'] / 1000:.1f} KB, "
+         f"{took:.1f} s on {workers} worker(s)")
+    return summary
+
+
+@dataclass
+class Folder:
+    root: Path
+    files: list = field(default_factory=list)
+    labels: list = field(default_factory=list)
+    classes: list = field(default_factory=list)
+    skipped: list = field(default_factory=list)
+
+    @property
+    def count(self) -> int:
+        return len(self.files)
+
+
+def looks_like_jpeg(path: Path) -> bool:
+    """JPEG start marker, and an end marker near the end (a truncated file has none)."""
+    try:
+        with open(path, "rb") as fh:
+            if fh.read(3) != JPEG_MAGIC:
+                return False
+            fh.seek(0, os.SEEK_END)
+            fh.seek(max(0, fh.tell() - 1024))
+            return b"\xff\xd9" in fh.read()
+    except OSError:
+        return False
+
+
+def scan(root: Path | str) -> Folder:
+    """List the JPEGs of an ImageFolder tree; non-JPEG or truncated files are counted and skipped."""
+    root = Path(root)
+    if not root.exists():
+        raise DataError(f"data folder {root} does not exist; expected an ImageFolder tree (ROOT/<class>/<image>.jpg)")
+    if not root.is_dir():
+        raise DataError(f"data folder {root} is a file; expected an ImageFolder tree (ROOT/<class>/<image>.jpg)")
+    classes = sorted(d.name for d in root.iterdir() if d.is_dir())
+    if not classes:
+        loose = any(f.is_file() for f in root.iterdir())
+        raise DataError(f"data folder {root} has no class sub-folders"
+                        + (" (images lie directly in it)" if loose else " (it is empty)")
+                        + "; expected ROOT/<class>/<image>.jpg")
+    folder = Folder(root, classes=classes)
+    for label, name in enumerate(classes):
+        for f in sorted((root / name).iterdir()):
+            if not f.is_file():
+                continue
+            ok = looks_like_jpeg(f)
+            if ok:
+                folder.files.append(str(f))
+                folder.labels.append(label)
+            else:
+                folder.skipped.append(str(f))
+    if not folder.files:
+        raise DataError(f"data folder {root} has {len(classes)} class folder(s) but no JPEG files"
+                        + (f" ({len(folder.skipped)} other file(s) skipped)" if folder.skipped else ""))
+    return folder
+
+
+def check_size(folder: Folder, case) -> None:
+    """The measured window must read fresh images, not replay a prefetched few."""
+    per_rank = folder.count // (case.gpus if case.strategy == "ddp" else 1)
+    from .loaders import process_batch
+    window = case.steps * process_batch(case) * case.accumulation_steps
+    if per_rank < window:
+        raise DataError(f"data folder {folder.root} has {folder.count} JPEGs ({per_rank} per rank) but one measured "
+                        f"window of {case.case_id} reads {window} per rank; make at least "
+                        f"{window * (case.gpus if case.strategy == 'ddp' else 1)} with `python -m bench data make`")

@@ -1,0 +1,182 @@
+import hashlib
+from pathlib import Path
+
+import numpy
+import pytest
+import torch
+
+from bench import data
+from bench.case import Case
+from bench.context import RankContext
+
+pytestmark = pytest.mark.slow
+
+
+@pytest.fixture(scope="module")
+def jpegs(tmp_path_factory):
+    root = tmp_path_factory.mktemp("jpegs")
+    data.make_dataset(root, 48, 4, seed=1, workers=2, echo=lambda m: None)
+    return root
+
+
+def test_generated_images_look_like_imagenet(jpegs):
+    from PIL import Image
+    files = sorted(jpegs.rglob("*.jpg"))
+    assert len(files) == 48 and len({f.parent.name for f in files}) == 4
+    sizes = [f.stat().st_size for f in files]
+    assert 80_000 < sum(sizes) / len(sizes) < 140_000  # ImageNet's mean is near 110 KB
+    dims = []
+    for f in files:
+        with Image.open(f) as im:
+            assert im.format == "JPEG" and im.mode == "RGB"
+            assert not im.info.get("progressive") and not im.info.get("progression")  # baseline JPEG
+            dims.append(im.size)
+            px = torch.tensor(numpy.asarray(im.convert("L").resize((64, 48))).flatten().tolist(), dtype=torch.float32)
+            assert px.std() > 10  # not flat colour
+    assert len(set(dims)) > 1  # mixed sizes
+    mean_w = sum(w for w, _ in dims) / len(dims)
+    mean_h = sum(h for _, h in dims) / len(dims)
+    assert 400 < mean_w < 560 and 330 < mean_h < 450
+
+
+def test_not_white_noise():
+    img = data.render_image(0, 0).convert("L")
+    x = torch.tensor(numpy.asarray(img), dtype=torch.float32)
+    # neighbouring pixels of a photograph are strongly correlated; white noise's are not
+    a, b = x[:, :-1].flatten(), x[:, 1:].flatten()
+    corr = torch.corrcoef(torch.stack([a, b]))[0, 1]
+    assert corr > 0.5  # white noise gives about 0
+
+
+def test_generation_is_deterministic_and_resumes(tmp_path, jpegs):
+    data.make_dataset(tmp_path, 8, 4, seed=1, workers=1, echo=lambda m: None)
+    digest = lambda p: hashlib.sha256(p.read_bytes()).hexdigest()  # noqa: E731
+    for f in sorted(tmp_path.rglob("*.jpg")):
+        assert digest(f) == digest(jpegs / f.relative_to(tmp_path))
+    victim = next(tmp_path.rglob("*.jpg"))
+    victim.unlink()
+    before = {f: f.stat().st_mtime_ns for f in tmp_path.rglob("*.jpg")}
+    data.make_dataset(tmp_path, 8, 4, seed=1, workers=1, echo=lambda m: None)
+    assert victim.exists()
+    assert all(f.stat().st_mtime_ns == t for f, t in before.items())  # finished files kept
+
+
+def test_bad_folders_are_named(tmp_path):
+    with pytest.raises(data.DataError, match="does not exist; expected an ImageFolder tree"):
+        data.scan(tmp_path / "nope")
+    with pytest.raises(data.DataError, match=r"has no class sub-folders \(it is empty\)"):
+        data.scan(tmp_path)
+    (tmp_path / "a.jpg").write_bytes(b"\xff\xd8\xff")
+    with pytest.raises(data.DataError, match="images lie directly in it"):
+        data.scan(tmp_path)
+    (tmp_path / "cls").mkdir()
+    (tmp_path / "cls" / "notes.txt").write_text("hi")
+    with pytest.raises(data.DataError, match=r"no JPEG files \(1 other file\(s\) skipped\)"):
+        data.scan(tmp_path)
+
+
+def test_corrupt_and_non_jpeg_files_are_counted_and_skipped(tmp_path, jpegs):
+    import shutil
+    shutil.copytree(jpegs, tmp_path / "d")
+    good = sorted((tmp_path / "d").rglob("*.jpg"))
+    good[0].write_bytes(good[0].read_bytes()[:5000])  # truncated
+    (good[1].parent / "readme.txt").write_text("not an image")
+    (good[2].parent / "fake.jpg").write_bytes(b"PNG pretending")
+    folder = data.scan(tmp_path / "d")
+    assert folder.count == 47 and len(folder.skipped) == 3
+
+
+def test_size_check_refuses_a_window_larger_than_the_data(jpegs):
+    folder = data.scan(jpegs)
+    case = Case(device="cpu", strategy="ddp", gpus=2, batch_size=8, steps=4, loader="torch", data_dir=str(jpegs))
+    with pytest.raises(data.DataError, match="48 JPEGs \\(24 per rank\\) but one measured window .* reads 32 per rank; make at least 64"):
+        data.check_size(folder, case)
+    data.check_size(folder, case.replace(steps=3))
+
+
+def _case(jpegs, **kw):
+    base = dict(device="cpu", model="resnet18", num_classes=4, batch_size=4, image_size=32, steps=2,
+                loader="torch", data_dir=str(jpegs))
+    base.update(kw)
+    return Case(**base)
+
+
+@pytest.mark.parametrize("channels_last", [False, True])
+def test_torch_loader_batches(jpegs, channels_last):
+    from bench.loaders.torch_loader import TorchLoader
+    loader = TorchLoader(_case(jpegs, channels_last=channels_last, num_workers=1), RankContext())
+    images, labels = next(iter(loader))
+    assert images.shape == (4, 3, 32, 32) and images.dtype == torch.float32
+    assert images.is_contiguous(memory_format=torch.channels_last) == channels_last
+    assert labels.dtype == torch.int64 and 0 <= labels.min() and labels.max() < 4
+    assert -3 < images.mean() < 3  # normalised, not 0..255
+
+
+def test_torch_loader_shards_are_disjoint_and_cover_the_data(jpegs):
+    from bench.loaders.torch_loader import TorchLoader
+    seen = []
+    for rank in (0, 1):
+        loader = TorchLoader(_case(jpegs, strategy="ddp", gpus=2), RankContext(rank=rank, world_size=2))
+        seen.append(set(loader.sampler))
+    assert not seen[0] & seen[1]
+    assert seen[0] | seen[1] == set(range(48))
+
+
+def test_dali_cpu_pipeline_batches_and_shards(jpegs):
+    pytest.importorskip("nvidia.dali")
+    from bench.loaders.dali import DaliLoader, _pipeline
+    loader = DaliLoader(_case(jpegs, loader="dali", dali_device="cpu", channels_last=True), RankContext())
+    images, labels = next(iter(loader))
+    assert images.shape == (4, 3, 32, 32) and images.dtype == torch.float32
+    assert images.is_contiguous(memory_format=torch.channels_last)
+    assert labels.dtype == torch.int64 and labels.max() < 4
+    assert -3 < images.mean() < 3
+    loader.close()
+    # shards by global rank: with each file labelled by its own index, one epoch per rank
+    folder = data.scan(jpegs)
+    case = _case(jpegs, loader="dali", dali_device="cpu", strategy="ddp", gpus=2)
+    seen = []
+    for rank in (0, 1):
+        pipe = _pipeline(case, RankContext(rank=rank, world_size=2), folder.files, list(range(48)), 4)
+        got = set()
+        for _ in range(6):  # 24 files per shard, 4 per batch
+            _, lab = pipe.run()
+            got |= {int(x) for x in lab.as_array().reshape(-1)}
+        seen.append(got)
+    assert not seen[0] & seen[1] and seen[0] | seen[1] == set(range(48))
+
+
+def test_dali_missing_is_a_skip_with_the_install_command(jpegs, monkeypatch):
+    import builtins
+    from bench import loaders
+    real_import = builtins.__import__
+
+    def no_dali(name, *a, **k):
+        if name.startswith("nvidia.dali"):
+            raise ImportError("No module named 'nvidia.dali'")
+        return real_import(name, *a, **k)
+    monkeypatch.setattr(builtins, "__import__", no_dali)
+    with pytest.raises(loaders.SkipCase, match="nvidia-dali is not installed; pip install nvidia-dali-cuda130"):
+        loaders.make(_case(jpegs, loader="dali", dali_device="cpu"), RankContext())
+
+
+def test_dali_missing_end_to_end_is_stored_as_skipped(jpegs, tmp_path):
+    import os
+    import subprocess
+    import sys
+    root = Path(__file__).resolve().parent.parent
+    # every process of the case starts with an import hook that hides DALI
+    (tmp_path / "sitecustomize.py").write_text(
+        "import sys\n"
+        "class HideDali:\n"
+        "    def find_spec(self, name, path=None, target=None):\n"
+        "        if name == 'nvidia.dali' or name.startswith('nvidia.dali.'):\n"
+        "            raise ImportError('DALI hidden for this test')\n"
+        "sys.meta_path.insert(0, HideDali())\n")
+    env = dict(os.environ, PYTHONPATH=str(tmp_path))
+    out = subprocess.run([sys.executable, "-m", "bench", "run", "--device", "cpu", "--model", "resnet18",
+                          "--batch-size", "4", "--image-size", "32", "--steps", "2", "--warmup-steps", "1",
+                          "--loader", "dali", "--dali-device", "cpu", "--data-dir", str(jpegs),
+                          "--results", str(tmp_path / "r")], cwd=root, capture_output=True, text=True, env=env)
+    assert out.returncode == 0, out.stdout + out.stderr
+    assert "skipped: nvidia-dali is not installed" in out.stdout
