@@ -5,7 +5,7 @@ from __future__ import annotations
 from .case import Case
 
 # ResNet-50 training as the articles measure it: 224 px crops, 256 images per GPU
-GPU_BASE = Case(device="cuda", batch_size=256, image_size=224, warmup_steps=8, steps=25, repeats=3,
+GPU_BASE = Case(device="cuda", batch_size=256, image_size=224, warmup_steps=5, steps=15, repeats=3,
                 timeout_s=600.0)
 # The GPU-less path: the same code on tiny images, gloo for DDP, so a newcomer sees it all work
 CPU_BASE = Case(device="cpu", batch_size=8, image_size=64, warmup_steps=2, steps=4, repeats=2,
@@ -36,10 +36,18 @@ def single(base: Case, **kw) -> Case:
     return base.replace(name="single", strategy="single", gpus=1, **kw)
 
 
+def _dp_window(base: Case, gpus: int) -> dict:
+    # DataParallel over several GPUs runs seconds per step on some hosts (replicas re-broadcast
+    # every step); fewer, longer steps keep its window as long as the others' without hour-long sweeps
+    if gpus == 1 or base.device != "cuda":
+        return {}
+    return {"warmup_steps": min(base.warmup_steps, 3), "steps": max(5, base.steps // 2)}
+
+
 def seed_baseline(base: Case, gpus: int) -> Case:
     """The second article's baseline: nn.DataParallel over N GPUs, library defaults, fp32."""
     return base.replace(name="seed-baseline", strategy="dp", gpus=gpus, precision="fp32",
-                        channels_last=False, **_loader_knobs(base, 0, False))
+                        channels_last=False, **_loader_knobs(base, 0, False), **_dp_window(base, gpus))
 
 
 def seed_optimized(base: Case, gpus: int) -> Case:
@@ -48,7 +56,7 @@ def seed_optimized(base: Case, gpus: int) -> Case:
     return base.replace(name="seed-optimized", strategy="dp", gpus=gpus, precision=amp,
                         dp_device_selection="free_memory" if base.device == "cuda" else "default",
                         dp_output_device=gpus - 1 if gpus > 1 else -1, dp_loss_in_forward=True,
-                        **_loader_knobs(base, 8, True))
+                        **_loader_knobs(base, 8, True), **_dp_window(base, gpus))
 
 
 def best(base: Case, gpus: int) -> Case:
