@@ -24,6 +24,8 @@ def describe(case: dict) -> str:
         parts.append("NHWC")
     if case.get("compile"):
         parts.append(f"compile:{case['compile']}")
+    if case["device"] == "cuda" and case.get("cudnn_benchmark", True) is False:
+        parts.append("cudnn-benchmark off")
     if case["strategy"] == "dp":
         knobs = [k for k, on in (("free-mem GPUs", case["dp_device_selection"] == "free_memory"),
                                  (f"out=gpu{case['dp_output_device']}", case["dp_output_device"] >= 0),

@@ -44,10 +44,18 @@ def _dp_window(base: Case, gpus: int) -> dict:
     return {"warmup_steps": min(base.warmup_steps, 3), "steps": max(5, base.steps // 2)}
 
 
+# cuDNN's autotuning cache is per thread (cuDNN v8 API), and nn.DataParallel runs each replica in a
+# new thread every step, so with benchmark on every step may re-tune every convolution. With it on,
+# fp16 DataParallel over 2 H200s took 1.5 s per step against 86 ms on one. DataParallel cases keep
+# PyTorch's default (off); the cudnn_benchmark knob still lets a sweep turn it on.
+DP_CUDNN_BENCHMARK = False
+
+
 def seed_baseline(base: Case, gpus: int) -> Case:
     """The second article's baseline: nn.DataParallel over N GPUs, library defaults, fp32."""
     return base.replace(name="seed-baseline", strategy="dp", gpus=gpus, precision="fp32",
-                        channels_last=False, **_loader_knobs(base, 0, False), **_dp_window(base, gpus))
+                        channels_last=False, cudnn_benchmark=DP_CUDNN_BENCHMARK,
+                        **_loader_knobs(base, 0, False), **_dp_window(base, gpus))
 
 
 def seed_optimized(base: Case, gpus: int) -> Case:
@@ -56,7 +64,7 @@ def seed_optimized(base: Case, gpus: int) -> Case:
     return base.replace(name="seed-optimized", strategy="dp", gpus=gpus, precision=amp,
                         dp_device_selection="free_memory" if base.device == "cuda" else "default",
                         dp_output_device=gpus - 1 if gpus > 1 else -1, dp_loss_in_forward=True,
-                        **_loader_knobs(base, 8, True), **_dp_window(base, gpus))
+                        cudnn_benchmark=DP_CUDNN_BENCHMARK, **_loader_knobs(base, 8, True), **_dp_window(base, gpus))
 
 
 def best(base: Case, gpus: int) -> Case:
@@ -86,7 +94,9 @@ def loader_case(base: Case, gpus: int, loader: str, dali_device: str = "mixed", 
     if loader == "torch":
         kw = _loader_knobs(base.replace(loader="torch"), max(1, (cores or os.cpu_count() or 1) // gpus), True)
     if loader == "dali":
-        kw = {"dali_device": dali_device}
+        # CPU decoding is bound by its threads: give each rank's pipeline its share of the cores
+        threads = max(1, (cores or os.cpu_count() or 1) // gpus) if dali_device == "cpu" else base.dali_threads
+        kw = {"dali_device": dali_device, "dali_threads": threads}
     name = f"loader-{loader}" + (f"-{dali_device}" if loader == "dali" else "") + ("-only" if loader_only else "")
     return base.replace(name=name, strategy="ddp", gpus=gpus, precision="bf16", channels_last=True,
                         loader=loader, loader_only=loader_only, **kw)

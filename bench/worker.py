@@ -138,7 +138,11 @@ def measure(case: Case, ctx: RankContext) -> dict:
         trainer.step(batches)  # the first step pays for compilation, cuDNN autotuning, NCCL set-up
         synchronize(ctx)
         first_step_s = time.perf_counter() - t
-        for _ in range(max(case.warmup_steps - 1, 0)):
+        # batches a loader prefetched while the model was being built would flatter the window:
+        # warm-up also drains that many, so the window sees the loader's steady state
+        drain = -(-getattr(loader, "prefetch_batches", 0) // case.accumulation_steps)
+        warmup_run = max(case.warmup_steps, 1) + drain
+        for _ in range(warmup_run - 1):
             trainer.step(batches)
         inject_fault(case, ctx)
         dtypes = {} if case.loader_only else compute_dtypes(trainer, batches)
@@ -164,7 +168,7 @@ def measure(case: Case, ctx: RankContext) -> dict:
         loss = float(trainer.last_loss.detach().float()) * case.accumulation_steps
         return {
             "windows_s": windows, "images": images, "data_wait_s": waits, "step_times_s": step_times,
-            "first_step_s": first_step_s, "compute_dtypes": dtypes, "math_flags": trainer.math_flags,
+            "first_step_s": first_step_s, "warmup_steps_run": warmup_run, "compute_dtypes": dtypes, "math_flags": trainer.math_flags,
             "allreduce_calls_per_step": calls[-1] if calls else None, "last_loss": loss,
             **peak_memory(ctx), **trainer.strategy.facts(), **loader.facts(),
         }

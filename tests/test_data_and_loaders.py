@@ -180,3 +180,14 @@ def test_dali_missing_end_to_end_is_stored_as_skipped(jpegs, tmp_path):
                           "--results", str(tmp_path / "r")], cwd=root, capture_output=True, text=True, env=env)
     assert out.returncode == 0, out.stdout + out.stderr
     assert "skipped: nvidia-dali is not installed" in out.stdout
+
+
+def test_warm_up_drains_what_the_loader_prefetched(jpegs):
+    """A window served from batches prefetched during start-up would overstate the loader."""
+    from bench.launch import run_case
+    case = _case(jpegs, num_workers=2, prefetch_factor=3, warmup_steps=2, repeats=1, timeout_s=120.0)
+    r = run_case(case)
+    assert r["status"] == "ok", r
+    assert r["ranks"][0]["warmup_steps_run"] == 2 + 2 * 3
+    only = run_case(case.replace(loader_only=True, num_workers=0))
+    assert only["status"] == "ok" and only["ranks"][0]["warmup_steps_run"] == 2

@@ -12,6 +12,7 @@ from .. import data
 from . import SkipCase, process_batch
 from .normalize import MEAN_255, STD_255
 
+PREFETCH_DEPTH = 2
 INSTALL_HINT = "pip install nvidia-dali-cuda130 (CUDA 13) or nvidia-dali-cuda120 (CUDA 12)"
 
 
@@ -29,7 +30,7 @@ def _pipeline(case, ctx, files, labels, batch):
     on_gpu = ctx.device.type == "cuda"
 
     @pipeline_def(batch_size=batch, num_threads=case.dali_threads, seed=case.seed + ctx.rank,
-                  device_id=ctx.device.index if on_gpu else None, prefetch_queue_depth=2)
+                  device_id=ctx.device.index if on_gpu else None, prefetch_queue_depth=PREFETCH_DEPTH)
     def pipe():
         jpegs, lab = fn.readers.file(files=files, labels=labels, shard_id=ctx.rank if case.strategy == "ddp" else 0,
                                      num_shards=ctx.world_size if case.strategy == "ddp" else 1,
@@ -63,6 +64,7 @@ class DaliLoader:
                                             last_batch_policy=LastBatchPolicy.DROP, auto_reset=True)
         self.device = ctx.device
         self.images = folder.count
+        self.prefetch_batches = PREFETCH_DEPTH
         self.skipped_files = len(folder.skipped)
 
     def __iter__(self):

@@ -55,6 +55,7 @@ class TorchLoader:
         self.normalize = DeviceNormalize(ctx.device, case.channels_last)
         self.skipped_files = len(folder.skipped)
         self.corrupt_replaced = 0
+        self.prefetch_batches = workers * case.prefetch_factor if workers else 0
 
     def __iter__(self):
         epoch = 0
