@@ -1,6 +1,7 @@
 # make bench [GPUS=N] [SWEEP=default|seed|best|strategies|smoke] [DATA=dir]   run a sweep, print the tables
 # make test                                                                     the CPU test suite
 # make report [TABLE_LANG=zh]                                                       tables from stored results
+# make compare A=<commit> B=<commit> [FAIL_UNDER=5]                                 throughput deltas; exit 1 on regression
 #
 # Uses the current python3 as it is when it already imports what the suite needs (GPU images with
 # torch preinstalled); otherwise makes .venv and installs environments/requirements-$(ENV).txt.
@@ -25,7 +26,7 @@ DATA ?=
 TABLE_LANG ?= en
 BENCH_ARGS ?=
 
-.PHONY: bench test report env setup
+.PHONY: bench test report compare env setup
 bench: $(SETUP)
 	$(PYTHON) -m bench sweep $(SWEEP) $(if $(GPUS),--gpus $(GPUS)) $(if $(DATA),--data $(DATA)) $(BENCH_ARGS)
 
@@ -34,6 +35,9 @@ test: $(SETUP)
 
 report: $(SETUP)
 	$(PYTHON) -m bench report --lang $(TABLE_LANG)
+
+compare: $(SETUP)
+	$(PYTHON) -m bench compare $(A) $(B) $(if $(FAIL_UNDER),--fail-under $(FAIL_UNDER))
 
 env: $(SETUP)
 	$(PYTHON) -m bench env

@@ -103,12 +103,12 @@ def cmd_sweep(a) -> int:
     from . import report
     from .runner import run_cases
     gpus, device = resolve_gpus(a.gpus)
-    names = list(sweeps.DEFAULT_GPU_SWEEPS) if a.name == "default" else [a.name]
+    names = {"default": list(sweeps.DEFAULT_GPU_SWEEPS), "all": list(sweeps.ALL_GPU_SWEEPS)}.get(a.name, [a.name])
     if device == "cpu":
-        if a.name not in ("default", "smoke"):
+        if a.name not in ("default", "all", "smoke", "tiny"):
             raise SystemExit(f"error: sweep {a.name!r} needs GPUs and none is visible; on the CPU run `smoke`")
-        names = ["smoke"]
-        print("no GPU visible: running the CPU smoke sweep (tiny images, gloo ranks for ddp)")
+        names = ["tiny"] if a.name == "tiny" else ["smoke"]
+        print("no GPU visible: running the CPU sweep (tiny images, gloo ranks for ddp)")
     data_dir = a.data or (str(default_data_dir()) if any(n in sweeps.NEEDS_DATA for n in names) else "")
     overrides = {"data_dir": data_dir} if data_dir else {}
     plans = [(n, sweeps.build(n, gpus, device, **overrides)) for n in names]  # all validated first
@@ -125,6 +125,9 @@ def cmd_sweep(a) -> int:
         return 130
     print()
     print(report.render(all_records, a.lang))
+    if all_records:  # REPORT.md beside this commit's results, from everything stored for it
+        folder = store.root / all_records[0]["machine"] / all_records[0]["commit_folder"]
+        print(f"\nwrote {report.write_report(results.load([folder]).records, folder, a.lang)} (and its plots)")
     return 0
 
 
@@ -166,11 +169,45 @@ def cmd_report(a) -> int:
     loaded = results.load(paths)
     results.warn_problems(loaded.problems)
     print(report.render(loaded.records, a.lang))
+    if loaded.records and not a.no_files:
+        out = Path(a.out) if a.out else (Path(paths[0]) if len(paths) == 1 and Path(paths[0]).is_dir() else Path(a.results))
+        print(f"\nwrote {report.write_report(loaded.records, out, a.lang)} (and its plots)")
     if a.csv:
         Path(a.csv).parent.mkdir(parents=True, exist_ok=True)
         report.seed_frame(loaded.records, a.lang).to_csv(a.csv, index=False)
         report.full_frame(loaded.records).to_csv(Path(a.csv).with_suffix(".cases.csv"), index=False)
         print(f"\nCSV written: {a.csv} and {Path(a.csv).with_suffix('.cases.csv')}")
+    return 0
+
+
+def cmd_compare(a) -> int:
+    from . import compare
+    root = Path(a.results)
+    try:
+        rows = compare.compare(compare.load_ref(a.a, root), compare.load_ref(a.b, root), force=a.force)
+    except compare.CompareError as e:
+        raise SystemExit(f"error: {e}")
+    print(compare.render(rows, a.a[:12], a.b[:12]))
+    if a.fail_under is not None:
+        bad = compare.regressions(rows, a.fail_under)
+        if bad:
+            print(f"\n{len(bad)} case(s) regressed by more than {a.fail_under:g}% beyond the noise of their repeats")
+            return 1
+        print(f"\nno case regressed by more than {a.fail_under:g}% beyond the noise of its repeats")
+    return 0
+
+
+def cmd_history(a) -> int:
+    from tabulate import tabulate
+
+    from . import compare
+    loaded = results.load([a.results])
+    results.warn_problems(loaded.problems)
+    rows = compare.history(a.case, loaded.records)
+    if not rows:
+        raise SystemExit(f"error: no stored result has a case id starting with {a.case!r}")
+    print(tabulate(rows, headers=["started", "commit", "machine", "sweep", "status", "images/s", "spread"],
+                   tablefmt="github", disable_numparse=True))
     return 0
 
 
@@ -194,7 +231,7 @@ def parser() -> argparse.ArgumentParser:
     s = sub.add_parser("sweep", help="run a named sweep, store every case, print the tables",
                        description="Run a named sweep. With no GPU visible, the CPU smoke sweep runs.")
     s.add_argument("name", nargs="?", default="default",
-                   help=f"one of: default ({', '.join(sweeps.DEFAULT_GPU_SWEEPS)}), {', '.join(sweeps.SWEEPS)}")
+                   help=f"one of: default ({', '.join(sweeps.DEFAULT_GPU_SWEEPS)}), all, {', '.join(sweeps.SWEEPS)}")
     s.add_argument("--gpus", type=int, default=None, help="most GPUs to use (default: all visible; CPU path if none)")
     s.add_argument("--data", default="", help="ImageFolder tree for the torch and dali loaders")
     s.add_argument("--resume", action="store_true", help="skip cases already stored for this commit")
@@ -210,6 +247,8 @@ def parser() -> argparse.ArgumentParser:
                      help="seed-table headings: en, or zh for the article's own")
     rep.add_argument("--csv", default="", help="also write the seed table here as CSV (and .cases.csv)")
     rep.add_argument("--results", default=str(results.DEFAULT_ROOT), help="results root folder")
+    rep.add_argument("--out", default="", help="folder for REPORT.md and plots/ (default: the folder read)")
+    rep.add_argument("--no-files", action="store_true", help="print only; write no REPORT.md or plots")
     rep.set_defaults(func=cmd_report)
 
     d = sub.add_parser("data", help="make an ImageNet-like JPEG folder, or check one",
@@ -225,6 +264,21 @@ def parser() -> argparse.ArgumentParser:
     ck.add_argument("dir")
     d.set_defaults(func=cmd_data)
 
+    c = sub.add_parser("compare", help="images/s of the same cases in two commits or result folders",
+                       description="Compare stored throughput between two commits (ids or prefixes) or result folders.")
+    c.add_argument("a", help="the earlier commit id, or a result folder")
+    c.add_argument("b", help="the later commit id, or a result folder")
+    c.add_argument("--fail-under", type=float, default=None, metavar="PCT",
+                   help="exit 1 when a case is slower by more than PCT percent beyond its repeats' noise")
+    c.add_argument("--force", action="store_true", help="compare results from different GPU models or counts")
+    c.add_argument("--results", default=str(results.DEFAULT_ROOT), help="results root folder")
+    c.set_defaults(func=cmd_compare)
+
+    h = sub.add_parser("history", help="one case across every stored commit, oldest first")
+    h.add_argument("case", help="a case id, or its beginning")
+    h.add_argument("--results", default=str(results.DEFAULT_ROOT), help="results root folder")
+    h.set_defaults(func=cmd_history)
+
     e = sub.add_parser("env", help="print the machine and software facts a result records")
     e.set_defaults(func=cmd_env)
     return p
@@ -233,8 +287,8 @@ def parser() -> argparse.ArgumentParser:
 def main(argv=None) -> int:
     p = parser()
     a = p.parse_args(argv)
-    if getattr(a, "name", None) and a.command == "sweep" and a.name != "default" and a.name not in sweeps.SWEEPS:
-        p.exit(2, f"error: unknown sweep {a.name!r}; accepted: default, {', '.join(sweeps.SWEEPS)}\n")
+    if a.command == "sweep" and a.name not in ("default", "all", *sweeps.SWEEPS):
+        p.exit(2, f"error: unknown sweep {a.name!r}; accepted: default, all, {', '.join(sweeps.SWEEPS)}\n")
     try:
         return a.func(a)
     except CaseError as e:

@@ -34,7 +34,7 @@ def describe(case: dict) -> str:
     loader = case["loader"] + (f"/{case['dali_device']}" if case["loader"] == "dali" else "")
     if case["loader"] == "torch":
         loader += f"/w{case['num_workers']}" + ("/pin" if case["pin_memory"] else "")
-    parts.append(loader)
+    parts.append(loader + (" (loader only)" if case.get("loader_only") else ""))
     if case.get("accumulation_steps", 1) > 1:
         parts.append(f"accumulate {case['accumulation_steps']} ({case['accumulation_mode']})")
     return ", ".join(parts)
@@ -134,18 +134,53 @@ def environment_line(records: list[dict]) -> str:
                      for m, g, t, c, cm, d in sorted(envs, key=str))
 
 
-def render(records: list[dict], lang: str = "en") -> str:
+def render(records: list[dict], lang: str = "en", plots: dict | None = None) -> str:
+    """Markdown for every machine and commit among the records, newest figures of each."""
     if not records:
         return "no stored results found"
+    groups: dict = {}
+    for r in records:
+        groups.setdefault((r["machine"], r["commit_folder"]), []).append(r)
+    out = []
+    for (machine, commit), recs in sorted(groups.items()):
+        if len(groups) > 1:
+            out.append(f"# {machine}, commit {commit}\n")
+        out.append(_render_group(recs, lang, (plots or {}).get((machine, commit), [])))
+    return "\n\n".join(out)
+
+
+def _render_group(records: list[dict], lang: str, plot_files: list) -> str:
     out = []
     note = "" if any(r["case"]["strategy"] == "dp" and r["case"]["gpus"] > 1 for r in _ok(records)) else \
-        "\n(only single-device baseline/optimized cases are stored here: no multi-GPU DataParallel row yet)"
+        "\n(no multi-GPU DataParallel case is stored here)"
     out.append("## Seed table: DataParallel baseline against the seed-optimized configuration" + note)
     out.append(seed_table(records, lang))
     if _by_name_and_gpus(records, "best"):
         out.append("\n## Baseline against the best configuration")
         out.append(seed_table(records, lang, optimized="best"))
+    if plot_files:
+        out.append("\n## Plots")
+        out += [f"![{p.stem}]({p})" for p in plot_files]
     out.append("\n## Every case")
     out.append(full_table(records))
     out.append(f"\nEnvironment: {environment_line(records)}")
     return "\n".join(out)
+
+
+def write_report(records: list[dict], out_dir: Path, lang: str = "en") -> Path:
+    """REPORT.md with the tables and PNG plots (under plots/) beside the results it reads."""
+    from pathlib import Path as _P
+
+    from . import plots
+    out_dir = _P(out_dir)
+    groups: dict = {}
+    for r in records:
+        groups.setdefault((r["machine"], r["commit_folder"]), []).append(r)
+    plot_links = {}
+    for key, recs in groups.items():
+        folder = out_dir / "plots" / (f"{key[0]}-{key[1]}" if len(groups) > 1 else "")
+        plot_links[key] = [p.relative_to(out_dir) for p in plots.write_all(recs, folder)]
+    path = out_dir / "REPORT.md"
+    path.write_text("# Benchmark report\n\nRendered by `python -m bench report` from the stored results only.\n\n"
+                    + render(records, lang, plot_links) + "\n")
+    return path

@@ -37,8 +37,8 @@ def single(base: Case, **kw) -> Case:
 
 
 def _dp_window(base: Case, gpus: int) -> dict:
-    # DataParallel over several GPUs runs seconds per step on some hosts (replicas re-broadcast
-    # every step); fewer, longer steps keep its window as long as the others' without hour-long sweeps
+    # DataParallel over several GPUs can take seconds per step (see DP_CUDNN_BENCHMARK); fewer,
+    # longer steps keep its window as long as the others' without hour-long sweeps
     if gpus == 1 or base.device != "cuda":
         return {}
     return {"warmup_steps": min(base.warmup_steps, 3), "steps": max(5, base.steps // 2)}
@@ -156,15 +156,108 @@ def images_needed(cases: list[Case]) -> int:
                 for c in cases if c.loader != "synthetic"), default=0)
 
 
+def scaling_sweep(max_gpus: int, base: Case = GPU_BASE, batches=(64, 128, 256, 512)) -> list[Case]:
+    """GPU counts x per-GPU batch sizes for dp and ddp (bf16, NHWC); the report divides each by
+    N x the one-GPU figure at the same per-GPU batch."""
+    cases = []
+    for bs in batches:
+        for n in gpu_counts(max_gpus):
+            b = base.replace(batch_size=bs)
+            cases.append(ddp(b, n, "bf16", True).replace(name="scaling-ddp"))
+            cases.append(b.replace(name="scaling-dp", strategy="dp", gpus=n, precision="bf16", channels_last=True,
+                                   cudnn_benchmark=DP_CUDNN_BENCHMARK, **_dp_window(b, n)))
+    return cases
+
+
+def amp_sweep(max_gpus: int, base: Case = GPU_BASE) -> list[Case]:
+    """Every precision with and without channels_last, on one GPU (precision does not depend on N)."""
+    precisions = ("fp32", "tf32", "bf16", "fp16") if base.device == "cuda" else ("fp32", "bf16")
+    return [single(base, precision=p, channels_last=cl).replace(name="amp")
+            for p in precisions for cl in (False, True)]
+
+
+def ablation_steps(base: Case, gpus: int, cores: int | None = None) -> list[tuple[str, dict]]:
+    """From the articles' baseline to the best, one change at a time; each entry adds to the last.
+    Every knob the two articles name appears once."""
+    workers = max(1, (cores or os_cores()) - 2)  # the first article: logical cores minus one or two
+    return [
+        ("baseline", dict(strategy="dp", precision="fp32", loader="torch", num_workers=0,
+                          cudnn_benchmark=DP_CUDNN_BENCHMARK)),
+        ("num-workers", dict(num_workers=workers, persistent_workers=True)),
+        ("pin-memory", dict(pin_memory=True)),
+        ("non-blocking", dict(non_blocking=True)),
+        ("dp-free-memory-gpus", dict(dp_device_selection="free_memory")),
+        ("dp-output-device", dict(dp_output_device=gpus - 1 if gpus > 1 else -1)),
+        ("dp-loss-in-forward", dict(dp_loss_in_forward=True)),
+        ("amp-fp16", dict(precision="fp16")),
+        ("ddp", dict(strategy="ddp", dp_device_selection="default", dp_output_device=-1, dp_loss_in_forward=False,
+                     num_workers=max(1, workers // gpus))),
+        ("channels-last", dict(channels_last=True)),
+        ("cudnn-benchmark", dict(cudnn_benchmark=True)),
+        ("dali-mixed", dict(loader="dali", dali_device="mixed", num_workers=0, persistent_workers=False,
+                            pin_memory=False, non_blocking=False)),
+        ("nccl-article-settings", dict(nccl_env=(("NCCL_DEBUG", "WARN"), ("NCCL_IB_DISABLE", "1")))),
+        ("accumulate-no-sync", dict(accumulation_steps=ARTICLE_ACCUMULATION, accumulation_mode="no_sync",
+                                    steps=max(base.steps // ARTICLE_ACCUMULATION, 2), warmup_steps=2)),
+    ]
+
+
+ABLATION_BEST_STEP = "dali-mixed"  # the best configuration: every change up to and including this one
+
+
+def ablation_sweep(max_gpus: int, base: Case = GPU_BASE) -> list[Case]:
+    """Cumulative changes from the baseline, then from the best each change removed alone."""
+    base = base.replace(strategy="dp", gpus=max_gpus, steps=12, repeats=2)
+    cases, knobs, best_knobs = [], {}, None
+    for i, (step, change) in enumerate(ablation_steps(base, max_gpus)):
+        knobs.update(change)
+        c = base.replace(name=f"ablation-{i:02d}-{step}", **knobs)
+        if c.strategy == "dp":
+            c = c.replace(**_dp_window(c, max_gpus))
+        cases.append(c)
+        if step == ABLATION_BEST_STEP:
+            best_knobs = dict(knobs)
+    removals = {
+        "without-ddp": dict(strategy="dp", cudnn_benchmark=DP_CUDNN_BENCHMARK),
+        "without-amp": dict(precision="fp32"),
+        "without-channels-last": dict(channels_last=False),
+        "without-dali": dict(loader="torch", num_workers=max(1, ((os_cores() - 2) // max_gpus)), pin_memory=True,
+                             non_blocking=True, persistent_workers=True),
+    }
+    for label, change in removals.items():
+        c = base.replace(name=f"ablation-best-{label}", **{**best_knobs, **change})
+        if c.strategy == "dp":
+            c = c.replace(**_dp_window(c, max_gpus))
+        cases.append(c)
+    return cases
+
+
+def os_cores() -> int:
+    import os
+    return os.cpu_count() or 2
+
+
+def tiny_sweep(max_gpus: int = 2, base: Case = CPU_BASE) -> list[Case]:
+    """The pytest plugin's own check: two CPU cases and one that needs two GPUs."""
+    t = base.replace(model="resnet18", num_classes=10, batch_size=4, image_size=32, warmup_steps=1, steps=2,
+                     repeats=1, data_dir="")
+    return [single(t), ddp(t, 2, "fp32", False), GPU_BASE.replace(name="ddp", strategy="ddp", gpus=2)]
+
+
 SWEEPS = {
     "seed": seed_sweep,
     "best": best_sweep,
     "strategies": strategies_sweep,
     "smoke": smoke_sweep,
     "loaders": loaders_sweep,
+    "scaling": scaling_sweep,
+    "amp": amp_sweep,
+    "ablation": ablation_sweep,
+    "tiny": tiny_sweep,
 }
-NEEDS_DATA = {"loaders", "smoke"}
-DEFAULT_GPU_SWEEPS = ("seed", "best")
+NEEDS_DATA = {"loaders", "smoke", "ablation"}
+DEFAULT_GPU_SWEEPS = ("seed", "best", "ablation")
+ALL_GPU_SWEEPS = ("seed", "best", "ablation", "strategies", "scaling", "amp", "loaders")
 
 
 def build(name: str, max_gpus: int, device: str = "cuda", **overrides) -> list[Case]:
@@ -173,6 +266,6 @@ def build(name: str, max_gpus: int, device: str = "cuda", **overrides) -> list[C
     base = GPU_BASE if device == "cuda" else CPU_BASE
     if overrides:
         base = base.replace(**overrides)
-    if name == "smoke":
-        return smoke_sweep(max_gpus, base if device == "cpu" else CPU_BASE.replace(**overrides))
+    if name in ("smoke", "tiny"):
+        return SWEEPS[name](max_gpus, base if device == "cpu" else CPU_BASE.replace(**overrides))
     return SWEEPS[name](max_gpus, base)

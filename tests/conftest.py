@@ -8,6 +8,8 @@ sys.path.insert(0, str(ROOT))
 
 from bench.case import Case  # noqa: E402
 
+pytest_plugins = ["bench.pytest_plugin"]
+
 # the smallest case that still runs every part of the loop: ResNet-18 on 32 px images
 TINY = Case(device="cpu", model="resnet18", num_classes=10, batch_size=4, image_size=32,
             warmup_steps=1, steps=2, repeats=2, timeout_s=120.0)

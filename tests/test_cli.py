@@ -16,7 +16,7 @@ ROOT = __import__("pathlib").Path(__file__).resolve().parent.parent
     (["run", "--device", "cpu", "--precision", "tf32"], "error: precision='tf32' needs device='cuda'"),
     (["run", "--strategy", "ddp", "--nccl-env", "NCCL_DEBUG"], "error: --nccl-env 'NCCL_DEBUG' must look like NCCL_NAME=VALUE"),
     (["run", "--strategy", "ddp", "--gpus", "2", "--nnodes", "2"], "--nnodes > 1 needs --rdzv-endpoint"),
-    (["sweep", "everything"], "error: unknown sweep 'everything'; accepted: default, seed"),
+    (["sweep", "everything"], "error: unknown sweep 'everything'; accepted: default, all, seed"),
 ])
 def test_bad_input_is_one_line_naming_what_is_wrong(argv, needle, capsys, tmp_path):
     with pytest.raises(SystemExit) as e:

@@ -79,17 +79,21 @@ def test_accumulation_all_reduce_counts(tiny):
     assert article["metrics"]["images_per_step"] == 4 * 2 * 4
 
 
-def test_two_nodes_meet_at_a_loopback_rendezvous(tiny, tmp_path):
-    """Two torchrun invocations with --nnodes 2, as two machines would run them."""
-    case = tiny.replace(strategy="ddp", gpus=2)
-    port = 29000 + os.getpid() % 1000
+def test_two_nodes_meet_at_a_loopback_rendezvous(tmp_path):
+    """Two torchrun invocations with --nnodes 2, as two machines would run them; node 0 hosts the
+    rendezvous store (static rendezvous, so which node hosts it is never a race)."""
+    import socket
+    with socket.socket() as sock:  # a port nobody holds
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
     procs = []
     for node in (0, 1):
         procs.append(subprocess.Popen(
             [sys.executable, "-m", "bench", "run", "--device", "cpu", "--model", "resnet18", "--num-classes", "10",
              "--batch-size", "4", "--image-size", "32", "--warmup-steps", "1", "--steps", "2", "--repeats", "1",
              "--strategy", "ddp", "--gpus", "2", "--nnodes", "2", "--node-rank", str(node),
-             "--rdzv-endpoint", f"127.0.0.1:{port}", "--results", str(tmp_path), "--sweep-name", "two-nodes"],
+             "--master-addr", "127.0.0.1", "--master-port", str(port),
+             "--results", str(tmp_path), "--sweep-name", "two-nodes"],
             cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True))
     outs = [p.communicate(timeout=180)[0] for p in procs]
     assert [p.returncode for p in procs] == [0, 0], outs
@@ -97,8 +101,7 @@ def test_two_nodes_meet_at_a_loopback_rendezvous(tiny, tmp_path):
     assert len(stored) == 1  # node 0 stores the merged result; node 1 stores nothing
     rec = json.loads(stored[0].read_text())
     assert rec["status"] == "ok" and sorted(r["rank"] for r in rec["ranks"]) == [0, 1]
-    assert "--nnodes=2" in rec["launch_command"] and "--rdzv-endpoint=127.0.0.1" in rec["launch_command"]
-    del case
+    assert "--nnodes=2" in rec["launch_command"] and f"--master-port={port}" in rec["launch_command"]
 
 
 def test_oom_is_stored_with_the_batch_size_that_failed(tiny):

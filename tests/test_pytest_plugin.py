@@ -1,0 +1,38 @@
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+pytestmark = pytest.mark.slow
+
+
+def test_benchmark_only_runs_the_cases_and_records_them(tmp_path):
+    env = dict(os.environ, BENCH_SWEEPS="tiny", BENCH_RESULTS=str(tmp_path / "r"))
+    out = subprocess.run([sys.executable, "-m", "pytest", "-q", "-rs", "-p", "no:cacheprovider", "--benchmark-only",
+                          f"--benchmark-json={tmp_path / 'b.json'}", "tests/test_benchmark_cases.py"],
+                         cwd=ROOT, capture_output=True, text=True, env=env, timeout=300)
+    assert out.returncode == 0, out.stdout + out.stderr
+    assert "2 passed, 1 skipped" in out.stdout
+    assert "needs 2 GPU(s); 0 visible" in out.stdout  # a case needing more GPUs says why it is skipped
+    report = json.loads((tmp_path / "b.json").read_text())
+    for key in ("gpu_model", "gpu_count", "driver", "cuda", "nccl", "torch"):
+        assert key in report["machine_info"]
+    benches = {b["param"].split(":")[1].split("-")[0]: b for b in report["benchmarks"]}
+    assert set(benches) == {"single", "ddp"}
+    single, ddp = benches["single"]["extra_info"], benches["ddp"]["extra_info"]
+    assert single["status"] == "ok" and single["images_per_s"] > 0
+    assert single["case"]["model"] == "resnet18" and single["sweep"] == "tiny"
+    assert ddp["images_per_s_per_gpu"] == pytest.approx(ddp["images_per_s"] / 2)
+    stored = [json.loads(p.read_text()) for p in (tmp_path / "r").rglob("*.json")]
+    assert sorted(r["case"]["name"] for r in stored) == ["ddp", "single"]  # the same results land in results/
+    assert {r["sweep"] for r in stored} == {"tiny"}
+
+
+def test_plain_pytest_does_not_run_the_sweep():
+    out = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "tests/test_benchmark_cases.py"],
+                         cwd=ROOT, capture_output=True, text=True, env=dict(os.environ, BENCH_SWEEPS="tiny"), timeout=120)
+    assert out.returncode == 0 and "3 skipped" in out.stdout, out.stdout

@@ -1,0 +1,108 @@
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+
+from bench import plots, report, results, sweeps
+
+FIXTURES = Path(__file__).parent / "fixtures" / "results"
+
+
+def test_gpu_counts():
+    assert sweeps.gpu_counts(1) == [1]
+    assert sweeps.gpu_counts(2) == [1, 2]
+    assert sweeps.gpu_counts(4) == [1, 2, 4]
+    assert sweeps.gpu_counts(6) == [1, 2, 4, 6]
+
+
+def test_seed_and_best_pair_each_gpu_count():
+    seed = sweeps.build("seed", 4)
+    assert [(c.name, c.gpus) for c in seed] == [(n, g) for g in (1, 2, 4) for n in ("seed-baseline", "seed-optimized")]
+    assert all(c.batch_size == 256 and c.global_batch == 256 * c.gpus for c in seed)
+    base, opt = seed[4], seed[5]
+    assert (base.strategy, base.precision, base.dp_loss_in_forward) == ("dp", "fp32", False)
+    assert (opt.precision, opt.dp_device_selection, opt.dp_output_device, opt.dp_loss_in_forward) == \
+        ("fp16", "free_memory", 3, True)
+    assert not base.cudnn_benchmark and not opt.cudnn_benchmark  # DataParallel keeps PyTorch's default
+    best = sweeps.build("best", 2)
+    assert [(c.name, c.strategy) for c in best] == [("seed-baseline", "dp"), ("best", "single"),
+                                                    ("seed-baseline", "dp"), ("best", "ddp")]
+    assert best[3].channels_last and best[3].precision == "fp16"
+
+
+def test_scaling_amp_and_strategies_cover_their_grid():
+    scaling = sweeps.build("scaling", 2)
+    assert len(scaling) == 4 * 2 * 2
+    assert {(c.name, c.gpus, c.batch_size) for c in scaling} == \
+        {(n, g, b) for n in ("scaling-ddp", "scaling-dp") for g in (1, 2) for b in (64, 128, 256, 512)}
+    amp = sweeps.build("amp", 2)
+    assert {(c.precision, c.channels_last) for c in amp} == \
+        {(p, cl) for p in ("fp32", "tf32", "bf16", "fp16") for cl in (False, True)}
+    strat = sweeps.build("strategies", 2)
+    assert {c.name for c in strat} >= {"single", "seed-baseline", "seed-optimized", "ddp",
+                                      "ddp-accumulate-article", "ddp-accumulate-no_sync"}
+
+
+def test_loaders_sweep_pairs_each_loader_with_its_ceiling():
+    cases = sweeps.build("loaders", 2, data_dir="/data")
+    for n in (1, 2):
+        names = {c.name for c in cases if c.gpus == n}
+        assert names == {"loader-synthetic", "loader-torch", "loader-torch-only", "loader-dali-mixed",
+                         "loader-dali-mixed-only", "loader-dali-cpu", "loader-dali-cpu-only"}
+    assert all(c.strategy == "ddp" and c.precision == "bf16" and c.channels_last for c in cases)
+    assert sweeps.images_needed(cases) == 15 * 256 * 2
+
+
+def test_ablation_adds_one_change_at_a_time_then_removes_each_from_the_best():
+    cases = sweeps.build("ablation", 2, data_dir="/data")
+    chain = [c for c in cases if not c.name.startswith("ablation-best-")]
+    assert chain[0].name == "ablation-00-baseline"
+    assert (chain[0].strategy, chain[0].precision, chain[0].num_workers, chain[0].loader) == ("dp", "fp32", 0, "torch")
+    knobs = [c.name.split("-", 2)[2] for c in chain]
+    for knob in ("num-workers", "pin-memory", "non-blocking", "dp-free-memory-gpus", "dp-output-device",
+                 "dp-loss-in-forward", "amp-fp16", "ddp", "channels-last", "dali-mixed",
+                 "nccl-article-settings", "accumulate-no-sync"):
+        assert knobs.count(knob) == 1
+    for before, after in zip(chain, chain[1:]):  # cumulative: each step keeps the last one's changes
+        if after.name.endswith("pin-memory"):
+            assert after.num_workers == before.num_workers and after.pin_memory and not before.pin_memory
+    removed = {c.name: c for c in cases if c.name.startswith("ablation-best-")}
+    assert removed["ablation-best-without-amp"].precision == "fp32"
+    assert removed["ablation-best-without-dali"].loader == "torch"
+    assert removed["ablation-best-without-ddp"].strategy == "dp"
+
+
+def test_unknown_sweep_is_named():
+    with pytest.raises(ValueError, match="unknown sweep 'nope'; accepted: seed, best"):
+        sweeps.build("nope", 2)
+
+
+def _ablation_records(tmp_path):
+    root = tmp_path / "r"
+    shutil.copytree(FIXTURES, root)
+    src = next(root.rglob("seed-baseline-*-g4-bs256-*.json"))
+    for i, (name, ips) in enumerate([("baseline", 400.0), ("amp-fp16", 600.0), ("ddp", 900.0), ("nccl", 880.0)]):
+        rec = json.loads(src.read_text())
+        rec["case"]["name"] = f"ablation-{i:02d}-{name}"
+        rec["case_id"] = f"ablation-{i:02d}-{name}"
+        rec["metrics"]["images_per_s"] = ips
+        (src.parent / f"ablation-{i}.json").write_text(json.dumps(rec))
+    return root
+
+
+def test_report_writes_plots_and_report_md(tmp_path):
+    root = _ablation_records(tmp_path)
+    recs = results.load([root]).records
+    path = report.write_report(recs, tmp_path / "out")
+    text = path.read_text()
+    assert "## Seed table" in text and "![scaling](plots/scaling.png)" in text and "![ablation](plots/ablation.png)" in text
+    for name in ("scaling.png", "baseline-vs-seed-optimized.png", "ablation.png"):
+        png = tmp_path / "out" / "plots" / name
+        assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and png.stat().st_size > 5000
+    assert not (tmp_path / "out" / "plots" / "baseline-vs-best.png").exists()  # no `best` case stored
+
+
+def test_plots_need_data():
+    assert plots.scaling([], Path("/nonexistent")) is None
+    assert plots.ablation_waterfall([], Path("/nonexistent")) is None
