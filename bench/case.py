@@ -118,6 +118,9 @@ class Case:
     seed: int = 0
     """Seed for weights and synthetic data."""
 
+    overhead_check: bool = False
+    """Also time the same steps in a minimal loop, to show what the harness costs."""
+
     fault: str = ""
     """Test only: inject `oom`, `crash` or `hang` (the others then wait in a collective) on `fault_rank`."""
     fault_rank: int = 0
@@ -202,7 +205,7 @@ def validate(c: Case) -> None:
     _one_of("dp_device_selection", c.dp_device_selection, DP_DEVICE_SELECTIONS)
     _one_of("fault", c.fault, FAULTS)
     _one_of("compile", c.compile, COMPILE_MODES)
-    for name in ("channels_last", "cudnn_benchmark", "loader_only", "pin_memory", "non_blocking", "persistent_workers",
+    for name in ("channels_last", "cudnn_benchmark", "loader_only", "overhead_check", "pin_memory", "non_blocking", "persistent_workers",
                  "dp_loss_in_forward", "gradient_as_bucket_view", "static_graph", "broadcast_buffers"):
         if not isinstance(getattr(c, name), bool):
             raise CaseError(f"{name}={getattr(c, name)!r} must be true or false")
@@ -244,6 +247,9 @@ def validate(c: Case) -> None:
         raise CaseError("dp_device_selection, dp_output_device and dp_loss_in_forward apply to strategy='dp' only")
     if c.loader_only and c.loader == "synthetic":
         raise CaseError("loader_only=true measures a real input pipeline; use loader='torch' or 'dali'")
+    if c.overhead_check and (c.loader != "synthetic" or c.strategy == "dp" or c.accumulation_steps > 1):
+        raise CaseError("overhead_check=true compares loops on one synthetic batch: it needs loader='synthetic', "
+                        "strategy single or ddp, and accumulation_steps=1")
     if c.compile and c.strategy == "dp":
         raise CaseError("compile with strategy='dp' is not supported (DataParallel re-replicates every step); use single or ddp")
     for pair in c.nccl_env:

@@ -95,7 +95,7 @@ def seed_frame(records: list[dict], lang: str = "en", **names) -> pd.DataFrame:
 
 FULL_COLUMNS = ["sweep", "case", "GPUs", "batch/GPU", "batch (global)", "configuration", "status",
                 "images/s", "images/s per GPU", "spread %", "data wait %", "step ms (median)",
-                "peak memory GiB", "all-reduces/step", "reason"]
+                "peak memory GiB", "all-reduces/step", "MFU %", "verdict", "reason"]
 
 
 def full_rows(records: list[dict]) -> list[list]:
@@ -109,9 +109,19 @@ def full_rows(records: list[dict]) -> list[list]:
             f"{m['spread_pct']:.1f}" if ok else "-", f"{m['data_wait_pct']:.1f}" if ok else "-",
             f"{m['step_time_median_s'] * 1000:.1f}" if ok else "-",
             f"{m['peak_memory_bytes'] / 2**30:.2f}" if ok else "-",
-            _calls(m) if ok else "-", (r.get("reason") or "")[:120],
+            _calls(m) if ok else "-", _mfu(r), _verdict(r), (r.get("reason") or "")[:120],
         ])
     return rows
+
+
+def _mfu(r: dict) -> str:
+    v = (r.get("diagnosis") or {}).get("mfu_pct")
+    return "-" if v is None else f"{v:.1f}"
+
+
+def _verdict(r: dict) -> str:
+    d = r.get("diagnosis") or {}
+    return f"{d['verdict']} ({d['evidence']})" if d.get("verdict") else "-"
 
 
 def _calls(m: dict) -> str:

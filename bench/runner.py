@@ -2,12 +2,15 @@
 from __future__ import annotations
 
 import datetime
+import os
 import sys
 import time
 
 from . import env as envmod
 from .case import Case
+from .diagnose import diagnose
 from .launch import DistArgs, run_case
+from .peak import load_or_measure
 from .results import SCHEMA, Store, commit_folder
 
 
@@ -59,9 +62,11 @@ def summary_line(record: dict) -> str:
     m = record["metrics"]
     if record["status"] != "ok":
         return f"  {record['status']}: {record['reason']}"
+    d = record.get("diagnosis") or {}
     return (f"  ok: {m['images_per_s']:,.1f} images/s ({m['images_per_s_per_gpu']:,.1f} per GPU), "
             f"spread {m['spread_pct']:.1f}%, data wait {m['data_wait_pct']:.1f}%, "
-            f"step {m['step_time_median_s'] * 1000:.1f} ms, case {record['wall_s']:.0f} s")
+            f"step {m['step_time_median_s'] * 1000:.1f} ms, case {record['wall_s']:.0f} s"
+            + (f"; {d['verdict']}: {d['evidence']}" if d.get("verdict") else ""))
 
 
 def run_cases(cases: list[Case], sweep: str, store: Store, dist: DistArgs = DistArgs(),
@@ -71,6 +76,8 @@ def run_cases(cases: list[Case], sweep: str, store: Store, dist: DistArgs = Dist
     check_data(cases)
     stores = dist.nnodes == 1 or dist.node_rank == 0
     machine, commit = envmod.machine_slug(env), commit_folder(env)
+    device = "cuda" if any(c.device == "cuda" for c in cases) else "cpu"
+    peak = {} if os.environ.get("BENCH_SKIP_PEAK") else load_or_measure(store.root / machine, device, env)
     print(f"sweep {sweep!r}: {len(cases)} case(s) on {machine}, commit {commit}, "
           f"results in {store.sweep_dir(machine, commit, sweep)}", file=out, flush=True)
     records, t0, done = [], time.monotonic(), 0
@@ -85,6 +92,7 @@ def run_cases(cases: list[Case], sweep: str, store: Store, dist: DistArgs = Dist
         result = run_case(case, dist)
         done += 1
         record = assemble(case, result, sweep, env, started)
+        record["diagnosis"] = diagnose(record, peak)
         if stores:
             store.save(record)
         records.append(record)

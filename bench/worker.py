@@ -16,9 +16,10 @@ import torch
 import torch.distributed as dist
 import torchvision
 
-from . import loaders, precision, strategies
+from . import extra_windows, loaders, precision, strategies
 from .case import Case
 from .context import RankContext, from_environment, synchronize
+from .gpu_sampler import sampler_for
 from .timing import StepTimer
 
 OOM_ERRORS = (getattr(torch, "OutOfMemoryError", torch.cuda.OutOfMemoryError), torch.cuda.OutOfMemoryError)
@@ -62,6 +63,7 @@ class Trainer:
         self.optimizer = torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9)
         self.scaler = precision.grad_scaler(case.precision, ctx.device.type)
         self.last_loss = None
+        self.force_no_sync = False  # set by the exposed-communication window
 
     def step(self, batches) -> float:
         """Run one optimizer step; return the seconds spent waiting for input."""
@@ -71,7 +73,7 @@ class Trainer:
             t = time.perf_counter()
             images, labels = next(batches)
             wait += time.perf_counter() - t
-            skip_sync = self.case.accumulation_mode == "no_sync" and i < k - 1
+            skip_sync = self.force_no_sync or (self.case.accumulation_mode == "no_sync" and i < k - 1)
             with self.strategy.no_sync() if skip_sync else contextlib.nullcontext():
                 loss = self.strategy.loss(images, labels) / k
                 self.scaler.scale(loss).backward()
@@ -148,32 +150,45 @@ def measure(case: Case, ctx: RankContext) -> dict:
         dtypes = {} if case.loader_only else compute_dtypes(trainer, batches)
 
         timer = StepTimer(ctx)
+        sampler = sampler_for(ctx.devices) if ctx.device.type == "cuda" else None
         windows, images, waits, step_times, calls = [], [], [], [], []
         for _ in range(case.repeats):
-            if dist.is_initialized():
-                dist.barrier()  # every rank opens its window together
             calls_before = _allreduce_calls(trainer)
-            wait = 0.0
-            timer.start()
-            for _ in range(case.steps):
-                wait += trainer.step(batches)
-                timer.mark()
-            window, steps = timer.stop()
+            window, steps, wait = timed_window(trainer, batches, timer, case.steps, sampler)
             windows.append(window)
             images.append(per_step_images * case.steps)
             waits.append(wait)
             step_times.append(steps)
             if calls_before is not None:
                 calls.append((_allreduce_calls(trainer) - calls_before) / case.steps)
+        extra = extra_windows.run(case, ctx, trainer, batches, timer)
         loss = float(trainer.last_loss.detach().float()) * case.accumulation_steps
         return {
             "windows_s": windows, "images": images, "data_wait_s": waits, "step_times_s": step_times,
             "first_step_s": first_step_s, "warmup_steps_run": warmup_run, "compute_dtypes": dtypes, "math_flags": trainer.math_flags,
             "allreduce_calls_per_step": calls[-1] if calls else None, "last_loss": loss,
+            "gpu_samples": sampler.summary() if sampler else {}, **extra,
             **peak_memory(ctx), **trainer.strategy.facts(), **loader.facts(),
         }
     finally:
         loader.close()
+
+
+def timed_window(trainer, batches, timer: StepTimer, steps: int, sampler=None):
+    """One measured window: every rank opens it together; device-synchronised at both edges."""
+    if dist.is_initialized():
+        dist.barrier()
+    wait = 0.0
+    if sampler:
+        sampler.start()
+    timer.start()
+    for _ in range(steps):
+        wait += trainer.step(batches)
+        timer.mark()
+    window, step_times = timer.stop()
+    if sampler:
+        sampler.stop()
+    return window, step_times, wait
 
 
 def _allreduce_calls(trainer: Trainer):

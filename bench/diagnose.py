@@ -1,0 +1,69 @@
+"""Where the time goes in one stored case, and what bounds it."""
+from __future__ import annotations
+
+from . import flops
+
+INPUT_BOUND_PCT = 10.0   # a step that waits this long for data is held back by its input
+COMM_BOUND_PCT = 10.0    # this much un-hidden all-reduce time bounds a DDP step
+
+
+def exposed_comm_pct(ranks: list[dict]) -> float | None:
+    """Share of the step that synchronisation adds: measured windows against no-sync windows."""
+    shares = []
+    for r in ranks:
+        if r.get("no_sync_window_s") and r.get("windows_s"):
+            sync = sum(r["windows_s"]) / len(r["windows_s"])
+            shares.append(max(0.0, 100.0 * (sync - r["no_sync_window_s"]) / sync))
+    return max(shares) if shares else None
+
+
+def harness_overhead_pct(ranks: list[dict]) -> float | None:
+    """How much longer the harnessed window took than the minimal loop over the same steps."""
+    shares = []
+    for r in ranks:
+        if r.get("minimal_window_s") and r.get("windows_s"):
+            harness = min(r["windows_s"])
+            shares.append(100.0 * (harness - r["minimal_window_s"]) / harness)
+    return max(shares) if shares else None
+
+
+def gpu_util(ranks: list[dict]) -> dict:
+    merged = {}
+    for r in ranks:
+        merged.update(r.get("gpu_samples") or {})
+    return merged
+
+
+def diagnose(record: dict, peak: dict | None = None) -> dict:
+    if record["status"] != "ok":
+        return {}
+    case, m, ranks = record["case"], record["metrics"], record["ranks"]
+    wait = m["data_wait_pct"]
+    comm = exposed_comm_pct(ranks)
+    out = {"data_wait_pct": wait, "comm_exposed_pct": comm,
+           "compute_pct": max(0.0, 100.0 - wait - (comm or 0.0)),
+           "harness_overhead_pct": harness_overhead_pct(ranks), "gpu": gpu_util(ranks)}
+    if not case.get("loader_only"):
+        per_image = flops.training_flops_per_image(case["model"], case["image_size"], case["num_classes"])
+        out["model_flops_per_image"] = per_image
+        rate = ((peak or {}).get("flops_per_s") or {}).get(case["precision"] if case["device"] == "cuda" else "fp32")
+        if rate:
+            out["mfu_pct"] = flops.mfu_pct(m["images_per_s"], per_image, case["gpus"], rate)
+            out["peak_flops_per_s"] = rate
+    out["verdict"], out["evidence"] = verdict(case, out)
+    return out
+
+
+def verdict(case: dict, d: dict) -> tuple[str, str]:
+    if case.get("loader_only"):
+        return "loader-only", "no model ran: this is the loader's ceiling"
+    wait, comm = d["data_wait_pct"], d["comm_exposed_pct"]
+    util = [g["gpu_util_pct"]["mean"] for g in d["gpu"].values()] if d["gpu"] else []
+    util_text = f", GPU busy {min(util):.0f}% of samples" if util else ""
+    if wait >= INPUT_BOUND_PCT and wait >= (comm or 0):
+        return "input-bound", f"steps waited {wait:.0f}% of the window for data{util_text}"
+    if comm is not None and comm >= COMM_BOUND_PCT:
+        return "communication-bound", f"gradient sync adds {comm:.0f}% to the step (no-sync window){util_text}"
+    mfu = d.get("mfu_pct")
+    return "compute-bound", (f"data wait {wait:.0f}%" + (f", exposed sync {comm:.0f}%" if comm is not None else "")
+                             + (f", MFU {mfu:.0f}%" if mfu is not None else "") + util_text)

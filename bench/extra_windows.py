@@ -1,0 +1,50 @@
+"""Unmeasured-for-throughput windows that explain the measured ones:
+
+- `no_sync`: DDP steps with gradient synchronisation switched off; the gap to the measured
+  windows is communication that compute did not hide.
+- `minimal`: the same model, optimizer and batch in the plainest loop (no events, no data-wait
+  timers, no strategy object), to show what the harness itself costs.
+"""
+from __future__ import annotations
+
+import time
+
+import torch.distributed as dist
+
+from . import precision
+from .context import synchronize
+
+
+def run(case, ctx, trainer, batches, timer) -> dict:
+    from .worker import timed_window
+    out = {}
+    if case.strategy == "ddp" and ctx.world_size > 1 and not case.loader_only:
+        trainer.force_no_sync = True
+        try:
+            window, _, _ = timed_window(trainer, batches, timer, case.steps)
+        finally:
+            trainer.force_no_sync = False
+        out["no_sync_window_s"] = window
+    if case.overhead_check:
+        out["minimal_window_s"] = minimal_loop(case, ctx, trainer, next(batches))
+    return out
+
+
+def minimal_loop(case, ctx, trainer, batch) -> float:
+    """The nanoGPT-style loop on one batch, synchronised at both edges: the harness-free time."""
+    images, labels = batch
+    model, optimizer, scaler = trainer.strategy.model, trainer.optimizer, trainer.scaler
+    criterion = trainer.strategy.criterion
+    if dist.is_initialized():
+        dist.barrier()
+    synchronize(ctx)
+    t0 = time.perf_counter()
+    for _ in range(case.steps):
+        with precision.autocast(case.precision, ctx.device.type):
+            loss = criterion(model(images), labels)
+        scaler.scale(loss).backward()
+        scaler.step(optimizer)
+        scaler.update()
+        optimizer.zero_grad(set_to_none=True)
+    synchronize(ctx)
+    return time.perf_counter() - t0

@@ -1,0 +1,59 @@
+"""The machine's measured matrix-multiply peak per precision, the denominator of MFU. Measured
+once per machine in a fresh process and stored beside its results as peak.json."""
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+DTYPES = {"fp32": "float32", "tf32": "float32", "bf16": "bfloat16", "fp16": "float16"}
+
+
+def measure(device: str, size: int, repeats: int = 10) -> dict:
+    """FLOP/s of a size^3 matrix product per precision, median of `repeats` after warm-up."""
+    import statistics
+
+    import torch
+    rates = {}
+    names = DTYPES if device == "cuda" else {"fp32": "float32"}
+    for label, dtype in names.items():
+        torch.backends.cuda.matmul.allow_tf32 = label == "tf32"
+        a = torch.randn(size, size, device=device, dtype=getattr(torch, dtype))
+        b = torch.randn(size, size, device=device, dtype=getattr(torch, dtype))
+        for _ in range(3):
+            a @ b
+        times = []
+        for _ in range(repeats):
+            if device == "cuda":
+                torch.cuda.synchronize()
+            t = time.perf_counter()
+            a @ b
+            if device == "cuda":
+                torch.cuda.synchronize()
+            times.append(time.perf_counter() - t)
+        rates[label] = 2 * size ** 3 / statistics.median(times)
+    torch.backends.cuda.matmul.allow_tf32 = False
+    return {"device": device, "matrix_size": size, "flops_per_s": rates}
+
+
+def load_or_measure(folder: Path, device: str, env: dict) -> dict:
+    """peak.json in the machine's results folder, measured now if it is not there yet."""
+    path = folder / "peak.json"
+    if path.is_file():
+        try:
+            return json.loads(path.read_text())
+        except (OSError, json.JSONDecodeError):
+            pass
+    size = 8192 if device == "cuda" else 1024
+    code = f"import json,sys; sys.path.insert(0,{str(Path(__file__).resolve().parent.parent)!r}); " \
+           f"from bench.peak import measure; print(json.dumps(measure({device!r}, {size})))"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
+    if out.returncode != 0:
+        return {}
+    peak = json.loads(out.stdout.strip().splitlines()[-1])
+    peak["env"] = {k: env.get(k) for k in ("gpu_model", "gpu_count", "driver", "torch", "cuda", "cpu_model")}
+    from .results import write_atomic
+    write_atomic(path, peak)
+    return peak

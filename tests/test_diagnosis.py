@@ -1,0 +1,120 @@
+import json
+import time
+
+import pytest
+
+from bench import diagnose, flops, gpu_sampler, peak
+
+
+def _record(wait=0.0, ranks=None, precision="bf16", gpus=2, ips=9000.0, loader_only=False):
+    case = {"model": "resnet50", "image_size": 224, "num_classes": 1000, "precision": precision, "gpus": gpus,
+            "device": "cuda", "loader_only": loader_only}
+    return {"status": "ok", "case": case, "metrics": {"data_wait_pct": wait, "images_per_s": ips},
+            "ranks": ranks or [{"windows_s": [1.0, 1.0]}]}
+
+
+def test_exposed_communication_by_hand():
+    # windows average 1.0 s, without gradient sync 0.8 s: sync adds 20% of the step
+    ranks = [{"windows_s": [0.9, 1.1], "no_sync_window_s": 0.8}, {"windows_s": [1.0, 1.0], "no_sync_window_s": 0.9}]
+    assert diagnose.exposed_comm_pct(ranks) == pytest.approx(20.0)
+    assert diagnose.exposed_comm_pct([{"windows_s": [1.0]}]) is None
+
+
+def test_harness_overhead_by_hand():
+    # fastest harnessed window 1.00 s against 0.99 s for the minimal loop: 1% overhead
+    assert diagnose.harness_overhead_pct([{"windows_s": [1.02, 1.0], "minimal_window_s": 0.99}]) == pytest.approx(1.0)
+
+
+def test_mfu_by_hand():
+    # 9000 images/s x 24.3 GFLOP per image over 2 GPUs x 800 TFLOP/s = 13.67%
+    assert flops.mfu_pct(9000, 24.3e9, 2, 800e12) == pytest.approx(13.67, abs=0.01)
+
+
+def test_resnet50_training_flops_per_image():
+    # forward is about 4.1 G multiply-adds (8.2 GFLOP); backward costs about twice the forward
+    assert flops.training_flops_per_image("resnet50", 224) == pytest.approx(24.3e9, rel=0.02)
+
+
+@pytest.mark.parametrize("wait, no_sync, verdict", [
+    (35.0, None, "input-bound"),
+    (2.0, 0.7, "communication-bound"),
+    (2.0, 0.98, "compute-bound"),
+])
+def test_verdicts(wait, no_sync, verdict):
+    ranks = [{"windows_s": [1.0, 1.0], **({"no_sync_window_s": no_sync} if no_sync else {})}]
+    d = diagnose.diagnose(_record(wait=wait, ranks=ranks), {"flops_per_s": {"bf16": 800e12}})
+    assert d["verdict"] == verdict
+    assert d["mfu_pct"] == pytest.approx(100 * 9000 * flops.training_flops_per_image("resnet50", 224) / 1.6e15)
+    if verdict == "communication-bound":
+        assert "gradient sync adds 30%" in d["evidence"]
+    if verdict == "input-bound":
+        assert "waited 35% of the window" in d["evidence"]
+
+
+def test_loader_only_and_failed_cases():
+    assert diagnose.diagnose(_record(loader_only=True))["verdict"] == "loader-only"
+    assert diagnose.diagnose({"status": "oom"}) == {}
+
+
+class FakeNvml:
+    NVML_CLOCK_SM = 1
+
+    class _Util:
+        gpu = 90
+
+    class _Mem:
+        used = 10 * 2**30
+
+    def nvmlDeviceGetUtilizationRates(self, h):
+        return self._Util()
+
+    def nvmlDeviceGetClockInfo(self, h, kind):
+        return 1980
+
+    def nvmlDeviceGetMemoryInfo(self, h):
+        return self._Mem()
+
+    def nvmlDeviceGetPowerUsage(self, h):
+        return 650_000  # milliwatts
+
+
+def test_sampler_only_samples_inside_windows():
+    s = gpu_sampler.GpuSampler({"cuda:0": object()}, interval_s=0.01, nvml=FakeNvml())
+    s.start()
+    time.sleep(0.1)
+    s.stop()
+    n = len(s.samples["cuda:0"])
+    time.sleep(0.05)
+    assert len(s.samples["cuda:0"]) == n and n >= 3  # nothing between windows
+    summary = s.summary()["cuda:0"]
+    assert summary["gpu_util_pct"]["mean"] == 90 and summary["power_w"]["max"] == 650.0
+    assert summary["sm_clock_mhz"]["min"] == 1980
+
+
+def test_sampler_without_nvml_is_silent():
+    s = gpu_sampler.GpuSampler({})
+    s.start()
+    s.stop()
+    assert s.summary() == {}
+
+
+def test_peak_is_measured_once_and_stored(tmp_path):
+    p = peak.load_or_measure(tmp_path, "cpu", {"cpu_model": "x"})
+    assert p["flops_per_s"]["fp32"] > 1e8 and p["env"]["cpu_model"] == "x"
+    stored = json.loads((tmp_path / "peak.json").read_text())
+    assert stored == p
+    (tmp_path / "peak.json").write_text(json.dumps({**p, "flops_per_s": {"fp32": 1.0}}))
+    assert peak.load_or_measure(tmp_path, "cpu", {})["flops_per_s"]["fp32"] == 1.0  # not measured again
+
+
+@pytest.mark.slow
+def test_ddp_case_reports_exposed_communication_and_harness_overhead(tiny):
+    from bench.launch import run_case
+    r = run_case(tiny.replace(strategy="ddp", gpus=2, overhead_check=True, steps=3))
+    assert r["status"] == "ok", r
+    for rank in r["ranks"]:
+        assert rank["no_sync_window_s"] > 0 and rank["minimal_window_s"] > 0
+    d = diagnose.diagnose({"status": "ok", "case": tiny.replace(strategy="ddp", gpus=2).to_dict(),
+                           "metrics": r["metrics"], "ranks": r["ranks"]})
+    assert d["comm_exposed_pct"] is not None and d["harness_overhead_pct"] is not None
+    assert d["verdict"] in ("compute-bound", "communication-bound")
