@@ -44,8 +44,13 @@ def bench_session(request):
     """What every benchmark test shares: the environment once, the store, one-GPU figures."""
     if not request.config.getoption("benchmark_only", False):
         pytest.skip("the benchmark sweep runs with `pytest --benchmark-only`")
-    return {"env": envmod.collect(), "store": results.Store(os.environ.get("BENCH_RESULTS", results.DEFAULT_ROOT)),
-            "one_gpu": {}, "visible": envmod.visible_gpu_count(), "data_ready": set()}
+    from .peak import load_or_measure
+    env = envmod.collect()
+    store = results.Store(os.environ.get("BENCH_RESULTS", results.DEFAULT_ROOT))
+    visible = envmod.visible_gpu_count()
+    peak = {} if os.environ.get("BENCH_SKIP_PEAK") else \
+        load_or_measure(store.root / envmod.machine_slug(env), "cuda" if visible else "cpu", env)
+    return {"env": env, "store": store, "peak": peak, "one_gpu": {}, "visible": visible, "data_ready": set()}
 
 
 def _ensure_data(case, session) -> None:
@@ -63,6 +68,7 @@ def _ensure_data(case, session) -> None:
 
 
 def run_benchmark(benchmark, bench_sweep, bench_case, bench_session) -> dict:
+    from .diagnose import diagnose
     from .launch import run_case
     from .runner import assemble
     case = bench_case
@@ -73,6 +79,7 @@ def run_benchmark(benchmark, bench_sweep, bench_case, bench_session) -> dict:
     out = {}
     benchmark.pedantic(lambda: out.update(run_case(case)), rounds=1, iterations=1, warmup_rounds=0)
     record = assemble(case, out, bench_sweep, bench_session["env"], started)
+    record["diagnosis"] = diagnose(record, bench_session["peak"])
     bench_session["store"].save(record)
     m = record["metrics"]
     info = {"status": record["status"], "reason": record["reason"], "case_id": case.case_id,
@@ -82,7 +89,8 @@ def run_benchmark(benchmark, bench_sweep, bench_case, bench_session) -> dict:
         if case.gpus == 1:
             bench_session["one_gpu"][key] = m["images_per_s"]
         one = bench_session["one_gpu"].get(key)
-        info.update(images_per_s=m["images_per_s"], images_per_s_per_gpu=m["images_per_s_per_gpu"],
+        info.update(verdict=record["diagnosis"].get("verdict"), mfu_pct=record["diagnosis"].get("mfu_pct"),
+                    images_per_s=m["images_per_s"], images_per_s_per_gpu=m["images_per_s_per_gpu"],
                     spread_pct=m["spread_pct"], data_wait_pct=m["data_wait_pct"],
                     scaling_efficiency_pct=stats.scaling_efficiency(m["images_per_s"], case.gpus, one) if one else None)
     benchmark.extra_info.update(info)

@@ -14,6 +14,7 @@ from pathlib import Path
 
 SCHEMA = 1
 STATUSES = ("ok", "oom", "error", "timeout", "skipped")
+NOT_RESULTS = {"peak.json"}  # machine facts kept beside the results, not case results
 DEFAULT_ROOT = Path(__file__).resolve().parent.parent / "results"
 
 
@@ -73,7 +74,7 @@ def load(paths: list[Path | str]) -> Loaded:
     files: list[Path] = []
     for p in map(Path, paths):
         if p.is_dir():
-            files.extend(sorted(p.rglob("*.json")))
+            files.extend(f for f in sorted(p.rglob("*.json")) if f.name not in NOT_RESULTS)
         elif p.is_file():
             files.append(p)
         else:

@@ -97,7 +97,7 @@ def test_two_nodes_meet_at_a_loopback_rendezvous(tmp_path):
             cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True))
     outs = [p.communicate(timeout=180)[0] for p in procs]
     assert [p.returncode for p in procs] == [0, 0], outs
-    stored = list(tmp_path.rglob("*.json"))
+    stored = list(tmp_path.rglob("two-nodes/*.json"))
     assert len(stored) == 1  # node 0 stores the merged result; node 1 stores nothing
     rec = json.loads(stored[0].read_text())
     assert rec["status"] == "ok" and sorted(r["rank"] for r in rec["ranks"]) == [0, 1]
@@ -154,13 +154,13 @@ def test_ctrl_c_keeps_finished_results_and_resume_skips_them(tmp_path):
     p = subprocess.Popen([sys.executable, str(script)], stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                          text=True, start_new_session=True)
     deadline = time.monotonic() + 120
-    while time.monotonic() < deadline and not list((tmp_path / "r").rglob("first-*.json")):
+    while time.monotonic() < deadline and not list((tmp_path / "r").rglob("interrupted/first-*.json")):
         time.sleep(0.5)
     time.sleep(3)  # the hanging case is now running
     os.killpg(p.pid, signal.SIGINT)  # what Ctrl-C in a terminal sends
     out, _ = p.communicate(timeout=60)
     assert p.returncode != 0
-    stored = sorted(f.name.split("-")[0] for f in (tmp_path / "r").rglob("*.json"))
+    stored = sorted(f.name.split("-")[0] for f in (tmp_path / "r").rglob("interrupted/*.json"))
     assert stored == ["first"], out
     assert not leftovers()
 
@@ -168,7 +168,7 @@ def test_ctrl_c_keeps_finished_results_and_resume_skips_them(tmp_path):
                       .replace('tiny.replace(name="stuck", fault="hang"), ', ""))
     out = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=120).stdout
     assert "already stored, skipped (--resume)" in out
-    assert sorted(f.name.split("-")[0] for f in (tmp_path / "r").rglob("*.json")) == ["first", "third"]
+    assert sorted(f.name.split("-")[0] for f in (tmp_path / "r").rglob("interrupted/*.json")) == ["first", "third"]
 
 
 def test_worker_command_passes_rendezvous_through(tiny):

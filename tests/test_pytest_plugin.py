@@ -26,8 +26,9 @@ def test_benchmark_only_runs_the_cases_and_records_them(tmp_path):
     single, ddp = benches["single"]["extra_info"], benches["ddp"]["extra_info"]
     assert single["status"] == "ok" and single["images_per_s"] > 0
     assert single["case"]["model"] == "resnet18" and single["sweep"] == "tiny"
+    assert single["verdict"] == "compute-bound" and single["mfu_pct"] > 0
     assert ddp["images_per_s_per_gpu"] == pytest.approx(ddp["images_per_s"] / 2)
-    stored = [json.loads(p.read_text()) for p in (tmp_path / "r").rglob("*.json")]
+    stored = [json.loads(p.read_text()) for p in (tmp_path / "r").rglob("tiny/*.json")]
     assert sorted(r["case"]["name"] for r in stored) == ["ddp", "single"]  # the same results land in results/
     assert {r["sweep"] for r in stored} == {"tiny"}
 

@@ -89,3 +89,10 @@ def test_seed_rows_reproduce_the_articles_figures():
 
 def test_report_with_nothing_stored(tmp_path):
     assert report.render([]) == "no stored results found"
+
+
+def test_machine_peak_file_is_not_a_result(tmp_path):
+    shutil.copytree(FIXTURES, tmp_path / "r")
+    (tmp_path / "r" / "4x-nvidia-geforce-rtx-3090" / "peak.json").write_text('{"flops_per_s": {}}')
+    loaded = results.load([tmp_path / "r"])
+    assert len(loaded.records) == 7 and loaded.problems == []
