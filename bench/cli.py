@@ -211,6 +211,16 @@ def cmd_history(a) -> int:
     return 0
 
 
+def cmd_claims(a) -> int:
+    from tabulate import tabulate
+
+    from . import claims
+    loaded = results.load(a.paths or [a.results])
+    results.warn_problems(loaded.problems)
+    print(tabulate(claims.table(loaded.records), headers=claims.HEADERS, tablefmt="github", disable_numparse=True))
+    return 0
+
+
 def cmd_env(a) -> int:
     print(json.dumps(envmod.collect(), indent=1, default=str))
     return 0
@@ -278,6 +288,12 @@ def parser() -> argparse.ArgumentParser:
     h.add_argument("case", help="a case id, or its beginning")
     h.add_argument("--results", default=str(results.DEFAULT_ROOT), help="results root folder")
     h.set_defaults(func=cmd_history)
+
+    cl = sub.add_parser("claims", help="each claim of the two articles, with the measured effect and a verdict",
+                        description="Check the articles' claims against stored results.")
+    cl.add_argument("paths", nargs="*", help="result files or folders (default: the results root)")
+    cl.add_argument("--results", default=str(results.DEFAULT_ROOT), help="results root folder")
+    cl.set_defaults(func=cmd_claims)
 
     e = sub.add_parser("env", help="print the machine and software facts a result records")
     e.set_defaults(func=cmd_env)

@@ -114,13 +114,21 @@ def full_rows(records: list[dict]) -> list[list]:
     return rows
 
 
+def _diagnosis(r: dict) -> dict:
+    """Stored with the result; derived here (without MFU, no peak known) for older results."""
+    if "diagnosis" not in r:
+        from .diagnose import diagnose
+        r["diagnosis"] = diagnose(r) if r["status"] == "ok" and r.get("ranks") else {}
+    return r["diagnosis"]
+
+
 def _mfu(r: dict) -> str:
-    v = (r.get("diagnosis") or {}).get("mfu_pct")
+    v = _diagnosis(r).get("mfu_pct")
     return "-" if v is None else f"{v:.1f}"
 
 
 def _verdict(r: dict) -> str:
-    d = r.get("diagnosis") or {}
+    d = _diagnosis(r)
     return f"{d['verdict']} ({d['evidence']})" if d.get("verdict") else "-"
 
 
@@ -171,6 +179,13 @@ def _render_group(records: list[dict], lang: str, plot_files: list) -> str:
     if plot_files:
         out.append("\n## Plots")
         out += [f"![{p.stem}]({p})" for p in plot_files]
+    from . import targets
+    if any(r["case"]["name"].startswith("target-") for r in records):
+        out.append("\n## Performance targets")
+        out.append(tabulate(targets.evaluate(records), headers=targets.HEADERS, tablefmt="github", disable_numparse=True))
+    out.append("\n## The articles' claims, checked on this machine")
+    from . import claims
+    out.append(tabulate(claims.table(records), headers=claims.HEADERS, tablefmt="github", disable_numparse=True))
     out.append("\n## Every case")
     out.append(full_table(records))
     out.append(f"\nEnvironment: {environment_line(records)}")

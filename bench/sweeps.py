@@ -172,7 +172,7 @@ def scaling_sweep(max_gpus: int, base: Case = GPU_BASE, batches=(64, 128, 256, 5
 def amp_sweep(max_gpus: int, base: Case = GPU_BASE) -> list[Case]:
     """Every precision with and without channels_last, on one GPU (precision does not depend on N)."""
     precisions = ("fp32", "tf32", "bf16", "fp16") if base.device == "cuda" else ("fp32", "bf16")
-    return [single(base, precision=p, channels_last=cl).replace(name="amp")
+    return [single(base, precision=p, channels_last=cl).replace(name=f"amp-{p}")
             for p in precisions for cl in (False, True)]
 
 
@@ -237,6 +237,21 @@ def os_cores() -> int:
     return os.cpu_count() or 2
 
 
+def targets_sweep(max_gpus: int, base: Case = GPU_BASE) -> list[Case]:
+    """What the performance targets are read from: the best single-GPU set-up eager and compiled
+    (with the harness-overhead check), DDP at every GPU count, and each loader end to end."""
+    fast = dict(precision="fp16", channels_last=True)
+    cases = [single(base, overhead_check=True, **fast).replace(name="target-single-eager"),
+             single(base, compile="default", **fast).replace(name="target-single-compiled")]
+    for n in gpu_counts(max_gpus):
+        cases.append(ddp(base, n, **fast).replace(name="target-ddp"))
+        cases.append(ddp(base, n, compile="default", **fast).replace(name="target-ddp-compiled"))
+        for dev in ("mixed", "cpu"):
+            cases.append(loader_case(base, n, "dali", dev).replace(name=f"target-dali-{dev}", **fast))
+        cases.append(loader_case(base, n, "torch").replace(name="target-torch", **fast))
+    return cases
+
+
 def tiny_sweep(max_gpus: int = 2, base: Case = CPU_BASE) -> list[Case]:
     """The pytest plugin's own check: two CPU cases and one that needs two GPUs."""
     t = base.replace(model="resnet18", num_classes=10, batch_size=4, image_size=32, warmup_steps=1, steps=2,
@@ -254,10 +269,11 @@ SWEEPS = {
     "amp": amp_sweep,
     "ablation": ablation_sweep,
     "tiny": tiny_sweep,
+    "targets": targets_sweep,
 }
-NEEDS_DATA = {"loaders", "smoke", "ablation"}
+NEEDS_DATA = {"loaders", "smoke", "ablation", "targets"}
 DEFAULT_GPU_SWEEPS = ("seed", "best", "ablation")
-ALL_GPU_SWEEPS = ("seed", "best", "ablation", "strategies", "scaling", "amp", "loaders")
+ALL_GPU_SWEEPS = ("seed", "best", "ablation", "strategies", "scaling", "amp", "loaders", "targets")
 
 
 def build(name: str, max_gpus: int, device: str = "cuda", **overrides) -> list[Case]:

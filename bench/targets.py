@@ -1,0 +1,59 @@
+"""The suite's own performance targets on ResNet-50 / 224 px, read from the `targets` sweep."""
+from __future__ import annotations
+
+from . import stats
+from .diagnose import harness_overhead_pct
+
+
+def _best(records, name, gpus):
+    """Highest-throughput ok record of a recipe at a GPU count."""
+    ok = [r for r in records if r["status"] == "ok" and r["case"]["name"] == name and r["case"]["gpus"] == gpus]
+    return max(ok, key=lambda r: r["metrics"]["images_per_s"], default=None)
+
+
+def _row(target, needed, measured, met, evidence, bound=""):
+    return [target, needed, measured, "met" if met else ("not measured" if met is None else "missed"), evidence, bound]
+
+
+def evaluate(records: list[dict]) -> list[list]:
+    rows = []
+    eager, compiled = _best(records, "target-single-eager", 1), _best(records, "target-single-compiled", 1)
+    best1 = max([r for r in (eager, compiled) if r], key=lambda r: r["metrics"]["images_per_s"], default=None)
+    if best1:
+        ips = best1["metrics"]["images_per_s"]
+        helps = compiled and eager and compiled["metrics"]["images_per_s"] > eager["metrics"]["images_per_s_max"]
+        note = (f"compile {'helps' if helps else 'does not help'}: eager {eager['metrics']['images_per_s']:.0f}, "
+                f"compiled {compiled['metrics']['images_per_s']:.0f} (first step {compiled['metrics']['first_step_s']:.0f} s)"
+                if eager and compiled else "")
+        rows.append(_row("best single GPU, synthetic", ">= 6500 images/s", f"{ips:.0f}", ips >= 6500, note,
+                         (best1.get("diagnosis") or {}).get("verdict", "")))
+    else:
+        rows.append(_row("best single GPU, synthetic", ">= 6500 images/s", "-", None, "run the targets sweep"))
+    gpus = sorted({r["case"]["gpus"] for r in records if r["case"]["name"] == "target-ddp" and r["case"]["gpus"] > 1})
+    for n in gpus or [2]:
+        one, many = _best(records, "target-ddp", 1), _best(records, "target-ddp", n)
+        if one and many:
+            eff = stats.scaling_efficiency(many["metrics"]["images_per_s"], n, one["metrics"]["images_per_s"])
+            d = many.get("diagnosis") or {}
+            rows.append(_row(f"DDP scaling efficiency, {n} GPUs", ">= 97%", f"{eff:.1f}%", eff >= 97,
+                             f"{many['metrics']['images_per_s']:.0f} against {n} x {one['metrics']['images_per_s']:.0f}",
+                             d.get("verdict", "")))
+        else:
+            rows.append(_row(f"DDP scaling efficiency, {n} GPUs", ">= 97%", "-", None, "run the targets sweep"))
+        for g in (1, n):
+            synth = _best(records, "target-ddp", g)
+            loaders = [r for r in (_best(records, f"target-dali-{d}", g) for d in ("mixed", "cpu")) if r]
+            loaders += [r for r in [_best(records, "target-torch", g)] if r]
+            if synth and loaders:
+                top = max(loaders, key=lambda r: r["metrics"]["images_per_s"])
+                share = 100 * top["metrics"]["images_per_s"] / synth["metrics"]["images_per_s"]
+                rows.append(_row(f"best loader end to end, {g} GPU(s)", ">= 90% of synthetic", f"{share:.1f}%", share >= 90,
+                                 f"{top['case']['name']}: {top['metrics']['images_per_s']:.0f} against "
+                                 f"{synth['metrics']['images_per_s']:.0f}", (top.get("diagnosis") or {}).get("verdict", "")))
+    over = harness_overhead_pct(eager["ranks"]) if eager else None
+    rows.append(_row("harness overhead", "< 2% of step time", "-" if over is None else f"{over:.2f}%",
+                     None if over is None else over < 2, "same case timed in a minimal loop in the same run"))
+    return rows
+
+
+HEADERS = ["target", "needed", "measured", "status", "evidence", "bound by"]

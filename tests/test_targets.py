@@ -1,0 +1,43 @@
+import pytest
+
+from bench import sweeps, targets
+
+
+def _rec(name, gpus, ips, spread=0.01, **extra):
+    return {"status": "ok", "case": {"name": name, "gpus": gpus}, "ranks": extra.pop("ranks", []),
+            "metrics": {"images_per_s": ips, "images_per_s_max": ips * (1 + spread), "first_step_s": 40.0},
+            "diagnosis": {"verdict": "compute-bound"}, **extra}
+
+
+def test_targets_read_from_the_targets_sweep():
+    recs = [
+        _rec("target-single-eager", 1, 5900.0, ranks=[{"windows_s": [1.0, 1.01], "minimal_window_s": 0.99}]),
+        _rec("target-single-compiled", 1, 6700.0),
+        _rec("target-ddp", 1, 5800.0), _rec("target-ddp", 2, 11400.0),
+        _rec("target-dali-mixed", 1, 5500.0), _rec("target-dali-mixed", 2, 9800.0),
+        _rec("target-torch", 2, 4000.0),
+    ]
+    rows = {r[0]: r for r in targets.evaluate(recs)}
+    single = rows["best single GPU, synthetic"]
+    assert single[2:4] == ["6700", "met"] and "compile helps: eager 5900, compiled 6700 (first step 40 s)" in single[4]
+    eff = rows["DDP scaling efficiency, 2 GPUs"]
+    assert eff[2:4] == ["98.3%", "met"]  # 11400 / (2 x 5800)
+    assert rows["best loader end to end, 1 GPU(s)"][2:4] == ["94.8%", "met"]
+    assert rows["best loader end to end, 2 GPU(s)"][2:4] == ["86.0%", "missed"]
+    assert rows["harness overhead"][2:4] == ["1.00%", "met"]
+
+
+def test_targets_without_results_say_so():
+    rows = targets.evaluate([])
+    assert all(r[3] == "not measured" for r in rows)
+
+
+def test_targets_sweep_has_eager_compiled_and_loader_cases():
+    cases = sweeps.build("targets", 2, data_dir="/data")
+    names = {(c.name, c.gpus) for c in cases}
+    assert ("target-single-compiled", 1) in names and ("target-ddp", 2) in names and ("target-dali-mixed", 2) in names
+    eager = next(c for c in cases if c.name == "target-single-eager")
+    assert eager.overhead_check and eager.precision == "fp16" and eager.channels_last
+    assert next(c for c in cases if c.name == "target-single-compiled").compile == "default"
+    with pytest.raises(Exception):
+        eager.replace(loader="torch", data_dir="/d")  # the overhead check runs on synthetic data only
