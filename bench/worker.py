@@ -147,7 +147,8 @@ def measure(case: Case, ctx: RankContext) -> dict:
         for _ in range(warmup_run - 1):
             trainer.step(batches)
         inject_fault(case, ctx)
-        dtypes = {} if case.loader_only else compute_dtypes(trainer, batches)
+        # a hook added to a compiled model would force recompiles inside the window: no probe there
+        dtypes = {} if case.loader_only or case.compile else compute_dtypes(trainer, batches)
 
         timer = StepTimer(ctx)
         sampler = sampler_for(ctx.devices) if ctx.device.type == "cuda" else None
