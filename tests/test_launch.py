@@ -130,9 +130,17 @@ def test_a_hanging_rank_is_killed_with_its_whole_group(tiny):
     assert not leftovers()
 
 
-def test_an_error_in_a_single_process_case_keeps_its_traceback(tiny):
-    r = run_case(tiny.replace(device="cuda") if False else tiny.replace(fault="crash"))
+def test_a_crash_in_a_single_process_case_is_stored_with_its_last_words(tiny):
+    r = run_case(tiny.replace(fault="crash"))
     assert r["status"] == "error" and "rank 0 died (exit code 3)" in r["reason"]
+    assert "injected fault: rank 0 crashes" in r["reason"]
+
+
+def test_an_exception_keeps_its_traceback(tiny, tmp_path):
+    r = run_case(tiny.replace(loader="torch", data_dir=str(tmp_path / "vanished")))
+    assert r["status"] == "error"
+    assert r["reason"].startswith("rank 0: DataError: data folder") and "does not exist" in r["reason"]
+    assert any("Traceback" in ln for ln in r["stderr_tail"]) or r["ranks"][0]["traceback_tail"]
 
 
 SWEEP_SCRIPT = """
