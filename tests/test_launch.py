@@ -187,3 +187,12 @@ def test_worker_command_passes_rendezvous_through(tiny):
     assert "--master-addr=10.0.0.1" in joined and "--master-port=1234" in joined
     with pytest.raises(ValueError, match="gpus=4 does not divide over nnodes=3"):
         DistArgs(nnodes=3).nproc_per_node(case)
+
+
+def test_compile_knob_runs_and_reports_its_first_step(tiny):
+    """torch.compile as a case knob: compilation lands in the first step, not in the window."""
+    r = run_case(tiny.replace(compile="default", warmup_steps=2, repeats=1, timeout_s=240))
+    assert r["status"] == "ok", r
+    m = r["metrics"]
+    assert m["first_step_s"] > 5 * m["step_time_median_s"]
+    assert m["compute_dtypes"] == {}  # no probe hook on a compiled model
