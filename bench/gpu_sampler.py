@@ -3,7 +3,6 @@ only while a measured window is open, so warm-up and start-up never dilute the f
 from __future__ import annotations
 
 import threading
-import time
 
 METRICS = ("gpu_util_pct", "sm_clock_mhz", "memory_used_bytes", "power_w")
 

@@ -2,6 +2,8 @@
 and a full table of every case with its configuration."""
 from __future__ import annotations
 
+from pathlib import Path
+
 import pandas as pd
 from tabulate import tabulate
 
@@ -194,10 +196,8 @@ def _render_group(records: list[dict], lang: str, plot_files: list) -> str:
 
 def write_report(records: list[dict], out_dir: Path, lang: str = "en") -> Path:
     """REPORT.md with the tables and PNG plots (under plots/) beside the results it reads."""
-    from pathlib import Path as _P
-
     from . import plots
-    out_dir = _P(out_dir)
+    out_dir = Path(out_dir)
     groups: dict = {}
     for r in records:
         groups.setdefault((r["machine"], r["commit_folder"]), []).append(r)

@@ -6,8 +6,6 @@ scatters its input from that GPU anyway; a pipeline per GPU would need a gather 
 """
 from __future__ import annotations
 
-import torch
-
 from .. import data
 from . import SkipCase, process_batch
 from .normalize import MEAN_255, STD_255

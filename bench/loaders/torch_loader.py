@@ -1,7 +1,6 @@
 """torch DataLoader over a JPEG folder, with the first article's knobs as case fields."""
 from __future__ import annotations
 
-import torch
 from PIL import Image
 from torch.utils.data import DataLoader, Dataset, DistributedSampler
 from torchvision.transforms import v2
