@@ -28,7 +28,10 @@ def planned_cases() -> list[tuple[str, object]]:
         needs = name in sweeps.NEEDS_DATA
         from .cli import default_data_dir
         overrides = {"data_dir": data_dir or str(default_data_dir())} if needs else {}
-        planned += [(name, c) for c in sweeps.build(name, max_gpus, device, **overrides)]
+        # sweeps that run everything at their largest GPU count get what is here; the others
+        # also plan counts beyond it, which are then skipped with the reason
+        n = min(max_gpus, visible) if name in sweeps.AT_LARGEST_COUNT else max_gpus
+        planned += [(name, c) for c in sweeps.build(name, n, device, **overrides)]
     return planned
 
 

@@ -273,6 +273,7 @@ SWEEPS = {
 }
 NEEDS_DATA = {"loaders", "smoke", "ablation", "targets"}
 DEFAULT_GPU_SWEEPS = ("seed", "best", "ablation")
+AT_LARGEST_COUNT = {"ablation"}  # every case of these runs on the largest GPU count asked for
 ALL_GPU_SWEEPS = ("seed", "best", "ablation", "strategies", "scaling", "amp", "loaders", "targets")
 
 

@@ -37,3 +37,16 @@ def test_plain_pytest_does_not_run_the_sweep():
     out = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "tests/test_benchmark_cases.py"],
                          cwd=ROOT, capture_output=True, text=True, env=dict(os.environ, BENCH_SWEEPS="tiny"), timeout=120)
     assert out.returncode == 0 and "3 skipped" in out.stdout, out.stdout
+
+
+def test_planned_cases_on_a_two_gpu_machine(monkeypatch):
+    from bench import env, pytest_plugin
+    monkeypatch.setattr(env, "visible_gpu_count", lambda: 2)
+    monkeypatch.setenv("BENCH_SWEEPS", "seed,ablation")
+    monkeypatch.setenv("BENCH_DATA", "/data")
+    planned = pytest_plugin.planned_cases()
+    seed = [c for s, c in planned if s == "seed"]
+    assert sorted({c.gpus for c in seed}) == [1, 2, 4]  # the 4-GPU row is planned, then skipped with its reason
+    ablation = [c for s, c in planned if s == "ablation"]
+    assert ablation and {c.gpus for c in ablation} == {2}  # runs where it can, not all skipped
+    assert all(c.data_dir == "/data" for c in ablation)
