@@ -95,7 +95,7 @@ def tail(path: Path, lines: int = 20) -> list[str]:
         return []
 
 
-def run_case(case: Case, dist: DistArgs = DistArgs(), echo: bool = False) -> dict:
+def run_case(case: Case, dist: DistArgs = DistArgs()) -> dict:
     """Run the case; return status, reason, merged metrics and per-rank records."""
     token = uuid.uuid4().hex
     with tempfile.TemporaryDirectory(prefix="bench-case-") as tmp:
@@ -127,8 +127,6 @@ def run_case(case: Case, dist: DistArgs = DistArgs(), echo: bool = False) -> dic
         result = merge(case, out, proc.returncode, timed_out, tail(log, 60), dist)
         result["wall_s"] = wall
         result["command"] = " ".join(cmd[1:])
-        if echo and result["status"] != "ok":
-            print("\n".join(tail(log, 30)), file=sys.stderr)
         return result
 
 
