@@ -133,8 +133,11 @@ def _evaluate_table(claim: Claim, index: dict) -> dict:
 
 
 def table(records: list[dict]) -> list[list]:
-    return [[c.id, c.source, c.claim, *(lambda e: (e["verdict"], e["effect"], e["evidence"]))(evaluate(c, records))]
-            for c in CLAIMS]
+    rows = []
+    for c in CLAIMS:
+        e = evaluate(c, records)
+        rows.append([c.id, c.source, c.claim, e["verdict"], e["effect"], e["evidence"]])
+    return rows
 
 
 HEADERS = ["claim", "source", "what it says", "verdict", "effect", "evidence"]

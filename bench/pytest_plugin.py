@@ -23,10 +23,10 @@ def planned_cases() -> list[tuple[str, object]]:
     names = os.environ.get("BENCH_SWEEPS") or ",".join(sweeps.DEFAULT_GPU_SWEEPS if visible else ("smoke",))
     max_gpus = int(os.environ.get("BENCH_MAX_GPUS", "4")) if visible else 2
     data_dir = os.environ.get("BENCH_DATA", "")
+    from .cli import default_data_dir
     planned = []
     for name in [n.strip() for n in names.split(",") if n.strip()]:
         needs = name in sweeps.NEEDS_DATA
-        from .cli import default_data_dir
         overrides = {"data_dir": data_dir or str(default_data_dir())} if needs else {}
         # sweeps that run everything at their largest GPU count get what is here; the others
         # also plan counts beyond it, which are then skipped with the reason
@@ -47,12 +47,11 @@ def bench_session(request):
     """What every benchmark test shares: the environment once, the store, one-GPU figures."""
     if not request.config.getoption("benchmark_only", False):
         pytest.skip("the benchmark sweep runs with `pytest --benchmark-only`")
-    from .peak import load_or_measure
+    from .runner import machine_peak
     env = envmod.collect()
     store = results.Store(os.environ.get("BENCH_RESULTS", results.DEFAULT_ROOT))
     visible = envmod.visible_gpu_count()
-    peak = {} if os.environ.get("BENCH_SKIP_PEAK") else \
-        load_or_measure(store.root / envmod.machine_slug(env), "cuda" if visible else "cpu", env)
+    peak = machine_peak(store, env, "cuda" if visible else "cpu")
     return {"env": env, "store": store, "peak": peak, "one_gpu": {}, "visible": visible, "data_ready": set()}
 
 
@@ -71,7 +70,6 @@ def _ensure_data(case, session) -> None:
 
 
 def run_benchmark(benchmark, bench_sweep, bench_case, bench_session) -> dict:
-    from .diagnose import diagnose
     from .launch import run_case
     from .runner import assemble
     case = bench_case
@@ -81,8 +79,7 @@ def run_benchmark(benchmark, bench_sweep, bench_case, bench_session) -> dict:
     started = datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")
     out = {}
     benchmark.pedantic(lambda: out.update(run_case(case)), rounds=1, iterations=1, warmup_rounds=0)
-    record = assemble(case, out, bench_sweep, bench_session["env"], started)
-    record["diagnosis"] = diagnose(record, bench_session["peak"])
+    record = assemble(case, out, bench_sweep, bench_session["env"], started, bench_session["peak"])
     bench_session["store"].save(record)
     m = record["metrics"]
     info = {"status": record["status"], "reason": record["reason"], "case_id": case.case_id,

@@ -154,13 +154,18 @@ def environment_line(records: list[dict]) -> str:
                      for m, g, t, c, cm, d in sorted(envs, key=str))
 
 
+def by_machine_and_commit(records: list[dict]) -> dict:
+    groups: dict = {}
+    for r in records:
+        groups.setdefault((r["machine"], r["commit_folder"]), []).append(r)
+    return groups
+
+
 def render(records: list[dict], lang: str = "en", plots: dict | None = None) -> str:
     """Markdown for every machine and commit among the records, newest figures of each."""
     if not records:
         return "no stored results found"
-    groups: dict = {}
-    for r in records:
-        groups.setdefault((r["machine"], r["commit_folder"]), []).append(r)
+    groups = by_machine_and_commit(records)
     out = []
     for (machine, commit), recs in sorted(groups.items()):
         if len(groups) > 1:
@@ -198,9 +203,7 @@ def write_report(records: list[dict], out_dir: Path, lang: str = "en") -> Path:
     """REPORT.md with the tables and PNG plots (under plots/) beside the results it reads."""
     from . import plots
     out_dir = Path(out_dir)
-    groups: dict = {}
-    for r in records:
-        groups.setdefault((r["machine"], r["commit_folder"]), []).append(r)
+    groups = by_machine_and_commit(records)
     plot_links = {}
     for key, recs in groups.items():
         folder = out_dir / "plots" / (f"{key[0]}-{key[1]}" if len(groups) > 1 else "")

@@ -43,8 +43,15 @@ def check_data(cases: list[Case]) -> None:
                   f"({folder.count} JPEGs used)")
 
 
-def assemble(case: Case, result: dict, sweep: str, env: dict, started_at: str) -> dict:
-    return {
+def machine_peak(store: Store, env: dict, device: str) -> dict:
+    """The machine's measured matmul peak (for MFU); BENCH_SKIP_PEAK leaves it out."""
+    if os.environ.get("BENCH_SKIP_PEAK"):
+        return {}
+    return load_or_measure(store.root / envmod.machine_slug(env), device, env)
+
+
+def assemble(case: Case, result: dict, sweep: str, env: dict, started_at: str, peak: dict) -> dict:
+    record = {
         "schema": SCHEMA, "sweep": sweep, "case_id": case.case_id, "case": case.to_dict(),
         "status": result["status"], "reason": result.get("reason", ""),
         "machine": envmod.machine_slug(env), "commit_folder": commit_folder(env), "env": env,
@@ -52,6 +59,8 @@ def assemble(case: Case, result: dict, sweep: str, env: dict, started_at: str) -
         "ranks": result.get("ranks", []), "stderr_tail": result.get("stderr_tail", []),
         "launch_command": result.get("command", ""),
     }
+    record["diagnosis"] = diagnose(record, peak)
+    return record
 
 
 def _fmt_s(s: float) -> str:
@@ -77,7 +86,7 @@ def run_cases(cases: list[Case], sweep: str, store: Store, dist: DistArgs = Dist
     stores = dist.nnodes == 1 or dist.node_rank == 0
     machine, commit = envmod.machine_slug(env), commit_folder(env)
     device = "cuda" if any(c.device == "cuda" for c in cases) else "cpu"
-    peak = {} if os.environ.get("BENCH_SKIP_PEAK") else load_or_measure(store.root / machine, device, env)
+    peak = machine_peak(store, env, device)
     print(f"sweep {sweep!r}: {len(cases)} case(s) on {machine}, commit {commit}, "
           f"results in {store.sweep_dir(machine, commit, sweep)}", file=out, flush=True)
     records, t0, done = [], time.monotonic(), 0
@@ -91,8 +100,7 @@ def run_cases(cases: list[Case], sweep: str, store: Store, dist: DistArgs = Dist
         started = datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")
         result = run_case(case, dist)
         done += 1
-        record = assemble(case, result, sweep, env, started)
-        record["diagnosis"] = diagnose(record, peak)
+        record = assemble(case, result, sweep, env, started, peak)
         if stores:
             store.save(record)
         records.append(record)

@@ -51,6 +51,11 @@ def _dp_window(base: Case, gpus: int) -> dict:
 DP_CUDNN_BENCHMARK = False
 
 
+def _dp_windowed(case: Case) -> Case:
+    """The case with DataParallel's window where it runs DataParallel."""
+    return case.replace(**_dp_window(case, case.gpus)) if case.strategy == "dp" else case
+
+
 def seed_baseline(base: Case, gpus: int) -> Case:
     """The second article's baseline: nn.DataParallel over N GPUs, library defaults, fp32."""
     return base.replace(name="seed-baseline", strategy="dp", gpus=gpus, precision="fp32",
@@ -89,13 +94,13 @@ def accumulation(base: Case, gpus: int, mode: str) -> Case:
 def loader_case(base: Case, gpus: int, loader: str, dali_device: str = "mixed", loader_only: bool = False,
                 cores: int | None = None) -> Case:
     """DDP, bf16, NHWC, fed by one loader; torch gets the machine's cores as workers, spread over ranks."""
-    import os
+    per_rank = max(1, (cores or os_cores()) // gpus)
     kw = {}
     if loader == "torch":
-        kw = _loader_knobs(base.replace(loader="torch"), max(1, (cores or os.cpu_count() or 1) // gpus), True)
+        kw = _loader_knobs(base.replace(loader="torch"), per_rank, True)
     if loader == "dali":
         # CPU decoding is bound by its threads: give each rank's pipeline its share of the cores
-        threads = max(1, (cores or os.cpu_count() or 1) // gpus) if dali_device == "cpu" else base.dali_threads
+        threads = per_rank if dali_device == "cpu" else base.dali_threads
         kw = {"dali_device": dali_device, "dali_threads": threads}
     name = f"loader-{loader}" + (f"-{dali_device}" if loader == "dali" else "") + ("-only" if loader_only else "")
     return base.replace(name=name, strategy="ddp", gpus=gpus, precision="bf16", channels_last=True,
@@ -211,10 +216,7 @@ def ablation_sweep(max_gpus: int, base: Case = GPU_BASE) -> list[Case]:
     cases, knobs, best_knobs = [], {}, None
     for i, (step, change) in enumerate(ablation_steps(base, max_gpus)):
         knobs.update(change)
-        c = base.replace(name=f"ablation-{i:02d}-{step}", **knobs)
-        if c.strategy == "dp":
-            c = c.replace(**_dp_window(c, max_gpus))
-        cases.append(c)
+        cases.append(_dp_windowed(base.replace(name=f"ablation-{i:02d}-{step}", **knobs)))
         if step == ABLATION_BEST_STEP:
             best_knobs = dict(knobs)
     removals = {
@@ -225,10 +227,7 @@ def ablation_sweep(max_gpus: int, base: Case = GPU_BASE) -> list[Case]:
                              non_blocking=True, persistent_workers=True),
     }
     for label, change in removals.items():
-        c = base.replace(name=f"ablation-best-{label}", **{**best_knobs, **change})
-        if c.strategy == "dp":
-            c = c.replace(**_dp_window(c, max_gpus))
-        cases.append(c)
+        cases.append(_dp_windowed(base.replace(name=f"ablation-best-{label}", **{**best_knobs, **change})))
     return cases
 
 
