@@ -33,7 +33,7 @@ def describe(case: dict) -> str:
                                  (f"out=gpu{case['dp_output_device']}", case["dp_output_device"] >= 0),
                                  ("loss in fwd", case["dp_loss_in_forward"])) if on]
         parts += knobs
-    loader = case["loader"] + (f"/{case['dali_device']}" if case["loader"] == "dali" else "")
+    loader = case["loader"] + (f"/{case['dali_device']}/t{case['dali_threads']}" if case["loader"] == "dali" else "")
     if case["loader"] == "torch":
         loader += f"/w{case['num_workers']}" + ("/pin" if case["pin_memory"] else "")
     parts.append(loader + (" (loader only)" if case.get("loader_only") else ""))
