@@ -112,6 +112,8 @@ def cmd_sweep(a) -> int:
     data_dir = a.data or (str(default_data_dir()) if any(n in sweeps.NEEDS_DATA for n in names) else "")
     overrides = {"data_dir": data_dir} if data_dir else {}
     plans = [(n, sweeps.build(n, gpus, device, **overrides)) for n in names]  # all validated first
+    if a.only:
+        plans = select_cases(plans, a.only)
     if data_dir and not a.data:
         ensure_default_data(Path(data_dir), sweeps.images_needed([c for _, cs in plans for c in cs]))
     dist = dist_from_args(a)
@@ -129,6 +131,20 @@ def cmd_sweep(a) -> int:
         folder = store.root / all_records[0]["machine"] / all_records[0]["commit_folder"]
         print(f"\nwrote {report.write_report(results.load([folder]).records, folder, a.lang)} (and its plots)")
     return 0
+
+
+def select_cases(plans: list[tuple[str, list[Case]]], only: str) -> list[tuple[str, list[Case]]]:
+    """Keep the cases whose id matches one of the comma-separated shell patterns (re-run one case,
+    or split a long sweep); a pattern that matches nothing is an error before anything runs."""
+    import fnmatch
+    patterns = [p.strip() for p in only.split(",") if p.strip()]
+    kept = [(n, [c for c in cs if any(fnmatch.fnmatchcase(c.case_id, p) for p in patterns)]) for n, cs in plans]
+    unmatched = [p for p in patterns if not any(fnmatch.fnmatchcase(c.case_id, p) for _, cs in plans for c in cs)]
+    if unmatched:
+        ids = [c.case_id for _, cs in plans for c in cs]
+        raise SystemExit(f"error: --only {', '.join(unmatched)} matches no case id of this sweep; "
+                         f"ids look like {ids[0] if ids else '(none)'} (shell patterns, e.g. 'ddp-*-g2-*')")
+    return [(n, cs) for n, cs in kept if cs]
 
 
 def default_data_dir() -> Path:
@@ -245,6 +261,8 @@ def parser() -> argparse.ArgumentParser:
     s.add_argument("--gpus", type=int, default=None, help="most GPUs to use (default: all visible; CPU path if none)")
     s.add_argument("--data", default="", help="ImageFolder tree for the torch and dali loaders")
     s.add_argument("--resume", action="store_true", help="skip cases already stored for this commit")
+    s.add_argument("--only", default="", metavar="PATTERNS",
+                   help="run only the cases whose id matches one of these comma-separated shell patterns")
     s.add_argument("--lang", choices=("en", "zh"), default="en", help="headings of the seed table")
     s.add_argument("--results", default=str(results.DEFAULT_ROOT), help="results root folder")
     add_dist_flags(s)

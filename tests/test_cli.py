@@ -74,3 +74,19 @@ def test_env_prints_provenance(capsys):
     env = json.loads(capsys.readouterr().out)
     for key in ("torch", "torchvision", "cuda", "cpu_model", "cpu_cores", "hostname", "commit", "dirty", "gpu_count"):
         assert key in env
+
+
+def test_only_keeps_the_matching_cases_of_each_sweep():
+    from bench import sweeps
+    from bench.cli import select_cases
+    plans = [("seed", sweeps.build("seed", 2)), ("best", sweeps.build("best", 2))]
+    kept = select_cases(plans, "seed-optimized-*-g2-*, best-*-g1-*")
+    assert [(n, [c.name + f"/g{c.gpus}" for c in cs]) for n, cs in kept] == [
+        ("seed", ["seed-optimized/g2"]), ("best", ["best/g1"])]
+
+
+def test_only_matching_nothing_stops_before_running(tmp_path, capsys):
+    with pytest.raises(SystemExit) as e:
+        main(["sweep", "smoke", "--only", "nothing-like-this*", "--results", str(tmp_path)])
+    assert "--only nothing-like-this* matches no case id of this sweep" in str(e.value)
+    assert not any(tmp_path.iterdir())
