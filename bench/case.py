@@ -70,7 +70,8 @@ class Case:
     non_blocking: bool = False
     """torch DataLoader: host-to-device copies with non_blocking=True."""
     persistent_workers: bool = False
-    """torch DataLoader: keep workers alive between epochs."""
+    """torch DataLoader: keep workers alive between epochs (the suite streams epoch after epoch
+    through one iterator, so inside a measured window this knob changes nothing)."""
     prefetch_factor: int = 2
     """torch DataLoader: batches prefetched per worker (needs num_workers > 0)."""
     loader_only: bool = False

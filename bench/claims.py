@@ -27,6 +27,8 @@ class Claim:
     kind: str = "faster"
     """`faster`: after beats before beyond noise; `fewer-allreduces`; `table`: the seed table."""
     extra: dict = field(default_factory=dict)
+    min_gpus: int = 1
+    """Claims about balancing or communicating between GPUs say nothing on one GPU."""
 
 
 def _ablation(i_before: int, before: str, i_after: int, after: str) -> tuple:
@@ -42,25 +44,25 @@ CLAIMS = [
           (_ablation(2, "pin-memory", 3, "non-blocking"),), "ablation"),
     Claim("accumulation-fewer-allreduces", "article 1, section 3",
           "Its gradient-accumulation loop all-reduces once per K micro-batches instead of every micro-batch.",
-          (("ddp-accumulate-article", "ddp-accumulate-no_sync"),), "strategies", kind="fewer-allreduces"),
+          (("ddp-accumulate-article", "ddp-accumulate-no_sync"),), "strategies", kind="fewer-allreduces", min_gpus=2),
     Claim("accumulation-faster", "article 1, section 3",
           "Gradient accumulation hides communication and so raises throughput.",
-          (("ddp", "ddp-accumulate-article"), ("ddp", "ddp-accumulate-no_sync")), "strategies"),
+          (("ddp", "ddp-accumulate-article"), ("ddp", "ddp-accumulate-no_sync")), "strategies", min_gpus=2),
     Claim("dp-free-memory", "article 2, section 3.1", "Choosing DataParallel's GPUs by free memory helps.",
-          (_ablation(3, "non-blocking", 4, "dp-free-memory-gpus"),), "ablation"),
+          (_ablation(3, "non-blocking", 4, "dp-free-memory-gpus"),), "ablation", min_gpus=2),
     Claim("dp-output-device", "article 2, section 3.2", "Gathering outputs on a less loaded GPU balances DataParallel.",
-          (_ablation(4, "dp-free-memory-gpus", 5, "dp-output-device"),), "ablation"),
+          (_ablation(4, "dp-free-memory-gpus", 5, "dp-output-device"),), "ablation", min_gpus=2),
     Claim("dp-loss-in-forward", "article 2, section 3.3",
           "Computing the loss inside forward (only scalars gathered) speeds DataParallel up.",
-          (_ablation(5, "dp-output-device", 6, "dp-loss-in-forward"),), "ablation"),
+          (_ablation(5, "dp-output-device", 6, "dp-loss-in-forward"),), "ablation", min_gpus=2),
     Claim("amp", "article 2, section 4.1", "Mixed precision (AMP with a GradScaler) speeds training up.",
           (_ablation(6, "dp-loss-in-forward", 7, "amp-fp16"), ("amp-fp32", "amp-fp16")), "ablation or amp"),
     Claim("dali", "article 2, section 4.2", "NVIDIA DALI speeds up data loading and so training.",
           (_ablation(10, "cudnn-benchmark", 11, "dali-mixed"), ("loader-torch", "loader-dali-mixed")), "ablation or loaders"),
     Claim("nccl-settings", "article 2, section 4.3", "Its NCCL settings (IB disabled, debug at WARN) improve communication.",
-          (_ablation(11, "dali-mixed", 12, "nccl-article-settings"),), "ablation"),
+          (_ablation(11, "dali-mixed", 12, "nccl-article-settings"),), "ablation", min_gpus=2),
     Claim("ddp-over-dp", "article 2, closing section", "DistributedDataParallel scales better than DataParallel.",
-          (_ablation(7, "amp-fp16", 8, "ddp"), ("scaling-dp", "scaling-ddp")), "ablation or scaling"),
+          (_ablation(7, "amp-fp16", 8, "ddp"), ("scaling-dp", "scaling-ddp")), "ablation or scaling", min_gpus=2),
     Claim("seed-table", "article 2, section 2",
           "On 4x RTX 3090 the optimized DataParallel set-up beats the baseline by 11.1% on 2 GPUs and 40.1% on 4.",
           (("seed-baseline", "seed-optimized"),), "seed", kind="table",
@@ -78,12 +80,12 @@ def _newest_ok(records: list[dict]) -> dict:
     return out
 
 
-def _pair(claim: Claim, index: dict):
+def _pair(claim: Claim, index: dict, min_gpus: int = 1):
     """The first (before, after) pair stored at a common GPU count and batch: most GPUs first, and
     where a recipe ran in several precisions, the one matching the other side."""
     for before, after in claim.change:
-        pairs = [(a, b) for ka, a in index.items() if ka[0] == before for kb, b in index.items()
-                 if kb[0] == after and ka[1:3] == kb[1:3]]
+        pairs = [(a, b) for ka, a in index.items() if ka[0] == before and ka[1] >= min_gpus
+                 for kb, b in index.items() if kb[0] == after and ka[1:3] == kb[1:3]]
         if pairs:
             return max(pairs, key=lambda p: (p[0]["case"]["gpus"], p[0]["case"]["precision"] == p[1]["case"]["precision"]
                                              and p[0]["case"]["channels_last"] == p[1]["case"]["channels_last"]))
@@ -94,9 +96,12 @@ def evaluate(claim: Claim, records: list[dict]) -> dict:
     index = _newest_ok(records)
     if claim.kind == "table":
         return _evaluate_table(claim, index)
-    pair = _pair(claim, index)
+    pair = _pair(claim, index, claim.min_gpus)
     if not pair:
-        return {"verdict": CANNOT, "effect": "-", "evidence": f"no stored pair; run the {claim.sweep_hint} sweep"}
+        why = (f"it needs {claim.min_gpus} or more GPUs and only fewer are stored" if _pair(claim, index)
+               else "no stored pair")
+        return {"verdict": CANNOT, "effect": "-", "evidence": f"{why}; run the {claim.sweep_hint} sweep"
+                + (f" on {claim.min_gpus} or more GPUs" if claim.min_gpus > 1 else "")}
     a, b = pair
     where = f"{a['case']['gpus']} GPU(s), {a['case']['name']} -> {b['case']['name']}"
     if claim.kind == "fewer-allreduces":

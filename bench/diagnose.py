@@ -5,6 +5,7 @@ from . import flops
 
 INPUT_BOUND_PCT = 10.0   # a step that waits this long for data is held back by its input
 COMM_BOUND_PCT = 10.0    # this much un-hidden all-reduce time bounds a DDP step
+GPU_BUSY_PCT = 90.0      # NVML's utilisation at or above this: the GPU had no idle time to give
 
 
 def exposed_comm_pct(ranks: list[dict]) -> float | None:
@@ -61,7 +62,11 @@ def verdict(case: dict, d: dict) -> tuple[str, str]:
     util = [g["gpu_util_pct"]["mean"] for g in d["gpu"].values()] if d["gpu"] else []
     util_text = f", GPU busy {min(util):.0f}% of samples" if util else ""
     if wait >= INPUT_BOUND_PCT and wait >= (comm or 0):
-        return "input-bound", f"steps waited {wait:.0f}% of the window for data{util_text}"
+        shared = ""
+        if case.get("loader") == "dali" and case.get("dali_device") == "mixed" and util and min(util) >= GPU_BUSY_PCT:
+            # the GPU never idled: the pipeline's GPU stage queued behind training, not the CPU
+            shared = "; DALI decodes on the same GPU, which training keeps busy"
+        return "input-bound", f"steps waited {wait:.0f}% of the window for data{util_text}{shared}"
     if comm is not None and comm >= COMM_BOUND_PCT:
         return "communication-bound", f"gradient sync adds {comm:.0f}% to the step (no-sync window){util_text}"
     mfu = d.get("mfu_pct")

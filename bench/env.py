@@ -21,16 +21,17 @@ def _run(cmd: list[str]) -> str | None:
 
 
 def git_info() -> dict:
-    """Commit and dirty flag; BENCH_COMMIT/BENCH_DIRTY stand in where the tree has no .git."""
+    """Commit and dirty flag. BENCH_COMMIT/BENCH_DIRTY, when set, win over git: a tree copied to
+    another machine may carry no .git, or a stale one that names an older commit."""
+    env_commit = os.environ.get("BENCH_COMMIT")
+    if env_commit:
+        return {"commit": env_commit, "dirty": os.environ.get("BENCH_DIRTY", "0") == "1",
+                "commit_source": "BENCH_COMMIT"}
     commit = _run(["git", "rev-parse", "HEAD"])
     if commit:
         # results written by the sweep itself are untracked files, so they never make a tree dirty
         dirty = bool(_run(["git", "status", "--porcelain", "--untracked-files=no"]))
         return {"commit": commit, "dirty": dirty, "commit_source": "git"}
-    env_commit = os.environ.get("BENCH_COMMIT")
-    if env_commit:
-        return {"commit": env_commit, "dirty": os.environ.get("BENCH_DIRTY", "0") == "1",
-                "commit_source": "BENCH_COMMIT"}
     return {"commit": "unknown", "dirty": True, "commit_source": "none"}
 
 

@@ -108,3 +108,10 @@ def pytest_benchmark_update_machine_info(config, machine_info):
                          "driver": gpu.get("driver"), "cuda": soft["cuda"], "nccl": soft["nccl"],
                          "cudnn": soft["cudnn"], "torch": soft["torch"], "torchvision": soft["torchvision"],
                          "dali": soft["dali"]})
+
+
+def pytest_benchmark_update_commit_info(config, commit_info):
+    """The commit the suite's own results name (BENCH_COMMIT where set), so both stores agree."""
+    if os.environ.get("BENCH_COMMIT"):
+        info = envmod.git_info()
+        commit_info.update(id=info["commit"], dirty=info["dirty"])

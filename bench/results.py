@@ -62,6 +62,10 @@ class Store:
         return (self.sweep_dir(machine, commit, sweep) / f"{case_id}.json").is_file()
 
 
+# `pytest --benchmark-autosave` runs kept beside a commit's results are pytest-benchmark's own format
+PYTEST_BENCHMARK_DIR = "pytest-benchmark"
+
+
 @dataclass
 class Loaded:
     records: list[dict]
@@ -74,7 +78,8 @@ def load(paths: list[Path | str]) -> Loaded:
     files: list[Path] = []
     for p in map(Path, paths):
         if p.is_dir():
-            files.extend(f for f in sorted(p.rglob("*.json")) if f.name not in NOT_RESULTS)
+            files.extend(f for f in sorted(p.rglob("*.json"))
+                         if f.name not in NOT_RESULTS and PYTEST_BENCHMARK_DIR not in f.relative_to(p).parts)
         elif p.is_file():
             files.append(p)
         else:

@@ -12,6 +12,7 @@ CPU_BASE = Case(device="cpu", batch_size=8, image_size=64, warmup_steps=2, steps
                 timeout_s=300.0)
 
 ARTICLE_ACCUMULATION = 8  # the first article accumulates over 8 micro-batches
+TORCH_LOADER_STEPS = 45  # measured steps per window where the torch DataLoader feeds the model
 
 
 def gpu_counts(max_gpus: int) -> list[int]:
@@ -97,7 +98,9 @@ def loader_case(base: Case, gpus: int, loader: str, dali_device: str = "mixed", 
     per_rank = max(1, (cores or os_cores()) // gpus)
     kw = {}
     if loader == "torch":
-        kw = _loader_knobs(base.replace(loader="torch"), per_rank, True)
+        # each worker delivers a whole batch at a time (about a second of decoding at 256 images),
+        # so the window must span several of those rounds or one late round decides the figure
+        kw = dict(_loader_knobs(base.replace(loader="torch"), per_rank, True), steps=max(base.steps, TORCH_LOADER_STEPS))
     if loader == "dali":
         # CPU decoding is bound by its threads: give each rank's pipeline its share of the cores
         threads = per_rank if dali_device == "cpu" else base.dali_threads

@@ -64,15 +64,20 @@ class Trainer:
         self.scaler = precision.grad_scaler(case.precision, ctx.device.type)
         self.last_loss = None
         self.force_no_sync = False  # set by the exposed-communication window
+        # a loader that counts its own time blocked on its producers (the torch DataLoader's
+        # workers) sets this, so a blocking device copy is not mistaken for waiting on input
+        self.input_wait_clock = None
 
     def step(self, batches) -> float:
         """Run one optimizer step; return the seconds spent waiting for input."""
         k = self.case.accumulation_steps
         wait = 0.0
         for i in range(k):
+            before = self.input_wait_clock() if self.input_wait_clock else 0.0
             t = time.perf_counter()
             images, labels = next(batches)
-            wait += time.perf_counter() - t
+            took = time.perf_counter() - t
+            wait += self.input_wait_clock() - before if self.input_wait_clock else took
             skip_sync = self.force_no_sync or (self.case.accumulation_mode == "no_sync" and i < k - 1)
             with self.strategy.no_sync() if skip_sync else contextlib.nullcontext():
                 loss = self.strategy.loss(images, labels) / k
@@ -130,6 +135,8 @@ def peak_memory(ctx: RankContext) -> dict:
 def measure(case: Case, ctx: RankContext) -> dict:
     trainer = LoaderOnly(case, ctx) if case.loader_only else Trainer(case, ctx)
     loader = loaders.make(case, ctx)
+    if hasattr(loader, "input_wait_s") and not case.loader_only:
+        trainer.input_wait_clock = lambda: loader.input_wait_s
     batches = iter(loader)
     per_step_images = loaders.process_batch(case) * case.accumulation_steps
     try:
@@ -141,9 +148,12 @@ def measure(case: Case, ctx: RankContext) -> dict:
         synchronize(ctx)
         first_step_s = time.perf_counter() - t
         # batches a loader prefetched while the model was being built would flatter the window:
-        # warm-up also drains that many, so the window sees the loader's steady state
-        drain = -(-getattr(loader, "prefetch_batches", 0) // case.accumulation_steps)
-        warmup_run = max(case.warmup_steps, 1) + drain
+        # take that many off its queue (training on them would only cost time), then warm up,
+        # so the window sees the loader's steady state
+        drained = getattr(loader, "prefetch_batches", 0)
+        for _ in range(drained):
+            next(batches)
+        warmup_run = max(case.warmup_steps, 1)
         for _ in range(warmup_run - 1):
             trainer.step(batches)
         inject_fault(case, ctx)
@@ -166,7 +176,8 @@ def measure(case: Case, ctx: RankContext) -> dict:
         loss = float(trainer.last_loss.detach().float()) * case.accumulation_steps
         return {
             "windows_s": windows, "images": images, "data_wait_s": waits, "step_times_s": step_times,
-            "first_step_s": first_step_s, "warmup_steps_run": warmup_run, "compute_dtypes": dtypes, "math_flags": trainer.math_flags,
+            "first_step_s": first_step_s, "warmup_steps_run": warmup_run, "prefetched_batches_drained": drained,
+            "compute_dtypes": dtypes, "math_flags": trainer.math_flags,
             "allreduce_calls_per_step": calls[-1] if calls else None, "last_loss": loss,
             "gpu_samples": sampler.summary() if sampler else {}, **extra,
             **peak_memory(ctx), **trainer.strategy.facts(), **loader.facts(),

@@ -45,6 +45,17 @@ def test_a_change_inside_the_noise_does_not_hold_and_a_missing_pair_cannot_be_me
     assert nccl["verdict"] == claims.CANNOT and "run the ablation sweep" in nccl["evidence"]
 
 
+def test_a_multi_gpu_claim_is_not_judged_on_one_gpu():
+    base = next(r for r in _records() if r["case"]["name"] == "seed-baseline" and r["case"]["gpus"] == 2)
+    one = [_variant(base, "ablation-03-non-blocking", 800.0, gpus=1), _variant(base, "ablation-04-dp-free-memory-gpus", 700.0, gpus=1)]
+    c = next(c for c in claims.CLAIMS if c.id == "dp-free-memory")
+    v = claims.evaluate(c, one)
+    assert v["verdict"] == claims.CANNOT
+    assert v["evidence"] == "it needs 2 or more GPUs and only fewer are stored; run the ablation sweep on 2 or more GPUs"
+    two = [_variant(r, r["case"]["name"], r["metrics"]["images_per_s"], gpus=2) for r in one]
+    assert claims.evaluate(c, two)["verdict"] == claims.FAILS  # slower on 2 GPUs: judged
+
+
 def test_accumulation_all_reduce_claim_reads_the_counts():
     base = next(r for r in _records() if r["case"]["name"] == "seed-baseline" and r["case"]["gpus"] == 2)
     article = _variant(base, "ddp-accumulate-article", 900.0, accumulation_steps=8)

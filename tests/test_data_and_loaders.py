@@ -112,14 +112,49 @@ def test_torch_loader_batches(jpegs, channels_last):
     assert -3 < images.mean() < 3  # normalised, not 0..255
 
 
-def test_torch_loader_shards_are_disjoint_and_cover_the_data(jpegs):
+def test_torch_loader_shards_are_disjoint_and_cover_the_data_every_epoch(jpegs):
+    """One endless stream per rank: each epoch's 24 indices are that rank's shard, reshuffled."""
+    import itertools
     from bench.loaders.torch_loader import TorchLoader
-    seen = []
+    epochs = []
     for rank in (0, 1):
         loader = TorchLoader(_case(jpegs, strategy="ddp", gpus=2), RankContext(rank=rank, world_size=2))
-        seen.append(set(loader.sampler))
-    assert not seen[0] & seen[1]
-    assert seen[0] | seen[1] == set(range(48))
+        stream = list(itertools.islice(iter(loader.sampler), 3 * 24))
+        epochs.append([stream[i * 24:(i + 1) * 24] for i in range(3)])
+        assert loader.sampler.epochs_started == 3
+    for e in range(3):
+        r0, r1 = set(epochs[0][e]), set(epochs[1][e])
+        assert len(r0) == len(r1) == 24 and not r0 & r1 and r0 | r1 == set(range(48))
+    assert epochs[0][0] != epochs[0][1]  # set_epoch: a new shuffle each epoch
+
+
+def test_torch_loader_runs_on_across_epochs_without_a_new_iterator(jpegs):
+    from bench.loaders.torch_loader import TorchLoader
+    loader = TorchLoader(_case(jpegs, num_workers=1), RankContext())
+    batches = iter(loader)
+    for _ in range(48 // 4 * 2 + 1):  # two epochs and a bit, through one DataLoader iterator
+        next(batches)
+    assert loader.facts()["loader_epochs_started"] == 3
+    assert loader.input_wait_s > 0  # the time spent blocked on the workers is counted
+
+
+def test_data_wait_is_the_loader_own_count_when_it_keeps_one():
+    """A blocking device copy waits for queued GPU work; only the wait on input producers counts."""
+    import time
+    from bench.worker import Trainer
+    trainer = Trainer(_case(None, loader="synthetic", data_dir=""), RankContext())
+    images, labels = torch.randn(4, 3, 32, 32), torch.randint(0, 4, (4,))
+    produced = {"s": 0.0}
+
+    def batches():
+        while True:
+            time.sleep(0.05)  # stands for a copy waiting on the device
+            produced["s"] += 0.001  # what the loader says it waited for its workers
+            yield images, labels
+    stream = batches()
+    assert trainer.step(stream) >= 0.05  # no clock: the whole fetch counts
+    trainer.input_wait_clock = lambda: produced["s"]
+    assert trainer.step(stream) == pytest.approx(0.001)
 
 
 def test_dali_cpu_pipeline_batches_and_shards(jpegs):
@@ -188,6 +223,7 @@ def test_warm_up_drains_what_the_loader_prefetched(jpegs):
     case = _case(jpegs, num_workers=2, prefetch_factor=3, warmup_steps=2, repeats=1, timeout_s=120.0)
     r = run_case(case)
     assert r["status"] == "ok", r
-    assert r["ranks"][0]["warmup_steps_run"] == 2 + 2 * 3
+    assert r["ranks"][0]["warmup_steps_run"] == 2
+    assert r["ranks"][0]["prefetched_batches_drained"] == 2 * 3  # workers x prefetch_factor
     only = run_case(case.replace(loader_only=True, num_workers=0))
-    assert only["status"] == "ok" and only["ranks"][0]["warmup_steps_run"] == 2
+    assert only["status"] == "ok" and only["ranks"][0]["prefetched_batches_drained"] == 0

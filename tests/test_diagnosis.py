@@ -51,6 +51,17 @@ def test_verdicts(wait, no_sync, verdict):
         assert "waited 35% of the window" in d["evidence"]
 
 
+def test_gpu_decoding_behind_a_busy_gpu_is_said_so():
+    busy = [{"windows_s": [1.0], "gpu_samples": {"0": {"gpu_util_pct": {"mean": 96.0}}}}]
+    rec = _record(wait=33.0, ranks=busy, gpus=1)
+    rec["case"].update(loader="dali", dali_device="mixed")
+    d = diagnose.diagnose(rec)
+    assert d["verdict"] == "input-bound"
+    assert d["evidence"].endswith("GPU busy 96% of samples; DALI decodes on the same GPU, which training keeps busy")
+    rec["case"]["dali_device"] = "cpu"  # CPU decoding: the plain input-bound evidence
+    assert "same GPU" not in diagnose.diagnose(rec)["evidence"]
+
+
 def test_loader_only_and_failed_cases():
     assert diagnose.diagnose(_record(loader_only=True))["verdict"] == "loader-only"
     assert diagnose.diagnose({"status": "oom"}) == {}

@@ -11,7 +11,7 @@ pytestmark = pytest.mark.slow
 
 
 def test_benchmark_only_runs_the_cases_and_records_them(tmp_path):
-    env = dict(os.environ, BENCH_SWEEPS="tiny", BENCH_RESULTS=str(tmp_path / "r"))
+    env = dict(os.environ, BENCH_SWEEPS="tiny", BENCH_RESULTS=str(tmp_path / "r"), BENCH_COMMIT="feedc0ffee12")
     out = subprocess.run([sys.executable, "-m", "pytest", "-q", "-rs", "-p", "no:cacheprovider", "--benchmark-only",
                           f"--benchmark-json={tmp_path / 'b.json'}", "tests/test_benchmark_cases.py"],
                          cwd=ROOT, capture_output=True, text=True, env=env, timeout=300)
@@ -31,6 +31,9 @@ def test_benchmark_only_runs_the_cases_and_records_them(tmp_path):
     stored = [json.loads(p.read_text()) for p in (tmp_path / "r").rglob("tiny/*.json")]
     assert sorted(r["case"]["name"] for r in stored) == ["ddp", "single"]  # the same results land in results/
     assert {r["sweep"] for r in stored} == {"tiny"}
+    # both stores name the commit BENCH_COMMIT gives, not whatever .git the copied tree has
+    assert report["commit_info"]["id"] == "feedc0ffee12" and report["commit_info"]["dirty"] is False
+    assert {r["commit_folder"] for r in stored} == {"feedc0ffee12"}
 
 
 def test_plain_pytest_does_not_run_the_sweep():

@@ -47,11 +47,23 @@ def test_commit_folder_marks_dirty_trees():
     assert results.commit_folder({"commit": "0123456789abcdef", "dirty": True}) == "0123456789ab-dirty"
 
 
+def test_bench_commit_wins_over_the_git_of_a_copied_tree(monkeypatch):
+    from bench import env
+    monkeypatch.delenv("BENCH_COMMIT", raising=False)
+    assert env.git_info()["commit_source"] == "git"  # this checkout has .git
+    monkeypatch.setenv("BENCH_COMMIT", "e7f7ea4721d5")
+    monkeypatch.setenv("BENCH_DIRTY", "0")
+    assert env.git_info() == {"commit": "e7f7ea4721d5", "dirty": False, "commit_source": "BENCH_COMMIT"}
+
+
 def test_corrupt_and_foreign_files_are_reported_and_skipped(tmp_path, capsys):
     shutil.copytree(FIXTURES, tmp_path / "r")
     sweep = next((tmp_path / "r").rglob("seed"))
     (sweep / "broken.json").write_text('{"schema": 1, "case": ')
     (sweep / "other.json").write_text('{"hello": 1}')
+    saved = sweep.parent / "pytest-benchmark" / "Linux-CPython-3.12-64bit"
+    saved.mkdir(parents=True)
+    (saved / "0001_abc.json").write_text('{"benchmarks": []}')  # pytest-benchmark's own runs: not ours, not a problem
     loaded = results.load([tmp_path / "r"])
     assert len(loaded.records) == 7
     assert len(loaded.problems) == 2

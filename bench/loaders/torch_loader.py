@@ -1,8 +1,11 @@
 """torch DataLoader over a JPEG folder, with the first article's knobs as case fields."""
 from __future__ import annotations
 
+import time
+
+import torch
 from PIL import Image
-from torch.utils.data import DataLoader, Dataset, DistributedSampler
+from torch.utils.data import DataLoader, Dataset, DistributedSampler, RandomSampler, Sampler
 from torchvision.transforms import v2
 
 from .. import data
@@ -34,18 +37,41 @@ class JpegFolder(Dataset):
         raise RuntimeError("no decodable image in the data folder")
 
 
+class EpochAfterEpoch(Sampler):
+    """The inner sampler's indices, epoch after epoch with a new shuffle each (set_epoch under DDP),
+    as one endless stream. A DataLoader whose sampler ends makes a new iterator per epoch, and its
+    workers start their first batches of the next epoch only then: a stall of one batch's decoding.
+    On ImageNet that is once in thousands of steps; on a small generated folder it would land in
+    every measured window, so the workers stream across epochs instead."""
+
+    def __init__(self, inner):
+        self.inner = inner
+        self.epochs_started = 0
+
+    def __iter__(self):
+        epoch = 0
+        while True:
+            if hasattr(self.inner, "set_epoch"):
+                self.inner.set_epoch(epoch)  # the same shuffle on every rank, a new one per epoch
+            self.epochs_started = epoch + 1
+            yield from self.inner
+            epoch += 1
+
+
 class TorchLoader:
     def __init__(self, case, ctx):
         folder = data.scan(case.data_dir)
         data.check_size(folder, case)
         self.dataset = JpegFolder(folder, case.image_size)
-        self.sampler = None
         if case.strategy == "ddp":
-            self.sampler = DistributedSampler(self.dataset, num_replicas=ctx.world_size, rank=ctx.rank,
-                                              shuffle=True, seed=case.seed, drop_last=True)
+            per_epoch = DistributedSampler(self.dataset, num_replicas=ctx.world_size, rank=ctx.rank,
+                                           shuffle=True, seed=case.seed, drop_last=True)
+        else:
+            per_epoch = RandomSampler(self.dataset, generator=torch.Generator().manual_seed(case.seed))
+        self.sampler = EpochAfterEpoch(per_epoch)
         workers = case.num_workers
         self.loader = DataLoader(
-            self.dataset, batch_size=process_batch(case), sampler=self.sampler, shuffle=self.sampler is None,
+            self.dataset, batch_size=process_batch(case), sampler=self.sampler,
             num_workers=workers, pin_memory=case.pin_memory and ctx.device.type == "cuda",
             persistent_workers=case.persistent_workers and workers > 0,
             prefetch_factor=case.prefetch_factor if workers > 0 else None, drop_last=True)
@@ -55,22 +81,24 @@ class TorchLoader:
         self.skipped_files = len(folder.skipped)
         self.corrupt_replaced = 0
         self.prefetch_batches = workers * case.prefetch_factor if workers else 0
+        self.input_wait_s = 0.0  # seconds spent blocked on the workers, read by the trainer
 
     def __iter__(self):
-        epoch = 0
+        batches = iter(self.loader)
         while True:
-            if self.sampler is not None:
-                self.sampler.set_epoch(epoch)  # a new shuffle per epoch, the same across ranks
-            for images, labels, retries in self.loader:
-                self.corrupt_replaced += int(retries.sum())
-                images = images.to(self.device, non_blocking=self.non_blocking)
-                labels = labels.to(self.device, non_blocking=self.non_blocking)
-                yield self.normalize(images), labels
-            epoch += 1
+            t = time.perf_counter()
+            images, labels, retries = next(batches)
+            self.input_wait_s += time.perf_counter() - t
+            self.corrupt_replaced += int(retries.sum())
+            # a blocking copy waits for the GPU's queued work first: that is compute, not input,
+            # so only the wait for the workers above counts as waiting for data
+            images = images.to(self.device, non_blocking=self.non_blocking)
+            labels = labels.to(self.device, non_blocking=self.non_blocking)
+            yield self.normalize(images), labels
 
     def facts(self) -> dict:
         return {"loader_images": len(self.dataset), "non_jpeg_files_skipped": self.skipped_files,
-                "corrupt_images_replaced": self.corrupt_replaced}
+                "corrupt_images_replaced": self.corrupt_replaced, "loader_epochs_started": self.sampler.epochs_started}
 
     def close(self) -> None:
         self.loader = None
