@@ -118,10 +118,10 @@ def cmd_sweep(a) -> int:
         ensure_default_data(Path(data_dir), sweeps.images_needed([c for _, cs in plans for c in cs]))
     dist = dist_from_args(a)
     store = results.Store(a.results)
-    all_records = []
+    all_records, measured = [], {}
     try:
         for name, cases in plans:
-            all_records += run_cases(cases, name, store, dist, resume=a.resume)
+            all_records += run_cases(cases, name, store, dist, resume=a.resume, measured=measured)
     except KeyboardInterrupt:
         print("\ninterrupted: every finished case is stored; run again with --resume to go on", file=sys.stderr)
         return 130

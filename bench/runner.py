@@ -78,8 +78,15 @@ def summary_line(record: dict) -> str:
             + (f"; {d['verdict']}: {d['evidence']}" if d.get("verdict") else ""))
 
 
+def reused(record: dict, sweep: str) -> dict:
+    """A case this invocation already measured in another sweep, stored under this sweep too."""
+    return {**record, "sweep": sweep, "reused_from_sweep": record.get("reused_from_sweep") or record["sweep"]}
+
+
 def run_cases(cases: list[Case], sweep: str, store: Store, dist: DistArgs = DistArgs(),
-              resume: bool = False, out=sys.stdout) -> list[dict]:
+              resume: bool = False, out=sys.stdout, measured: dict | None = None) -> list[dict]:
+    """Run each case in fresh processes and store it. `measured` (case id -> record) carries the
+    cases an earlier sweep of the same invocation ran, so an identical case is not run twice."""
     env = envmod.collect()
     check_gpus(cases, envmod.visible_gpu_count(), dist)
     check_data(cases)
@@ -94,6 +101,14 @@ def run_cases(cases: list[Case], sweep: str, store: Store, dist: DistArgs = Dist
         if resume and store.exists(machine, commit, sweep, case.case_id):
             print(f"[{i}/{len(cases)}] {case.case_id}: already stored, skipped (--resume)", file=out, flush=True)
             continue
+        if measured is not None and case.case_id in measured:
+            record = reused(measured[case.case_id], sweep)
+            print(f"[{i}/{len(cases)}] {case.case_id}: measured in sweep {record['reused_from_sweep']!r} "
+                  "of this run, stored here too", file=out, flush=True)
+            if stores:
+                store.save(record)
+            records.append(record)
+            continue
         elapsed = time.monotonic() - t0
         eta = f", about {_fmt_s(elapsed / done * (len(cases) - i + 1))} left" if done else ""
         print(f"[{i}/{len(cases)}] {case.case_id} (elapsed {_fmt_s(elapsed)}{eta})", file=out, flush=True)
@@ -104,6 +119,8 @@ def run_cases(cases: list[Case], sweep: str, store: Store, dist: DistArgs = Dist
         if stores:
             store.save(record)
         records.append(record)
+        if measured is not None:
+            measured[case.case_id] = record
         print(summary_line(record), file=out, flush=True)
     print(f"sweep {sweep!r} finished in {_fmt_s(time.monotonic() - t0)}", file=out, flush=True)
     return records

@@ -1,4 +1,5 @@
 import json
+import os
 import subprocess
 import sys
 
@@ -90,3 +91,27 @@ def test_only_matching_nothing_stops_before_running(tmp_path, capsys):
         main(["sweep", "smoke", "--only", "nothing-like-this*", "--results", str(tmp_path)])
     assert "--only nothing-like-this* matches no case id of this sweep" in str(e.value)
     assert not any(tmp_path.iterdir())
+
+
+def test_a_case_two_sweeps_share_runs_once_per_invocation(tmp_path, monkeypatch):
+    """`make bench` runs seed then best; both hold the DataParallel baseline, measured once."""
+    from bench import runner
+    from bench.case import Case
+    from bench.results import Store, load
+    calls = []
+
+    def fake_run(case, dist=None):
+        calls.append(case.case_id)
+        return {"status": "skipped", "reason": "stand-in", "wall_s": 1.0, "metrics": {}, "ranks": []}
+    monkeypatch.setattr(runner, "run_case", fake_run)
+    monkeypatch.setattr(runner, "diagnose", lambda record, peak: {})
+    monkeypatch.setenv("BENCH_SKIP_PEAK", "1")
+    shared = Case(device="cpu", name="seed-baseline", strategy="dp", batch_size=2, image_size=32)
+    store, measured = Store(tmp_path), {}
+    runner.run_cases([shared], "seed", store, measured=measured, out=open(os.devnull, "w"))
+    runner.run_cases([shared, shared.replace(name="best")], "best", store, measured=measured, out=open(os.devnull, "w"))
+    assert calls == [shared.case_id, shared.replace(name="best").case_id]
+    recs = {(r["sweep"], r["case"]["name"]): r for r in load([tmp_path]).records}
+    assert set(recs) == {("seed", "seed-baseline"), ("best", "seed-baseline"), ("best", "best")}
+    assert recs[("best", "seed-baseline")]["reused_from_sweep"] == "seed"
+    assert "reused_from_sweep" not in recs[("seed", "seed-baseline")]
