@@ -144,7 +144,11 @@ def test_an_exception_keeps_its_traceback(tiny, tmp_path):
 
 
 SWEEP_SCRIPT = """
+import signal
 import sys
+# a shell that starts a job in the background without job control leaves SIGINT ignored, and Python
+# then keeps it ignored; a terminal's Ctrl-C reaches a process that has the default handler
+signal.signal(signal.SIGINT, signal.default_int_handler)
 sys.path.insert(0, {root!r})
 from bench.case import Case
 from bench.results import Store
