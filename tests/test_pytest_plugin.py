@@ -12,8 +12,10 @@ pytestmark = pytest.mark.slow
 
 def test_benchmark_only_runs_the_cases_and_records_them(tmp_path):
     env = dict(os.environ, BENCH_SWEEPS="tiny", BENCH_RESULTS=str(tmp_path / "r"), BENCH_COMMIT="feedc0ffee12")
+    saved = f"file://{tmp_path / 'saved'}"
     out = subprocess.run([sys.executable, "-m", "pytest", "-q", "-rs", "-p", "no:cacheprovider", "--benchmark-only",
-                          f"--benchmark-json={tmp_path / 'b.json'}", "tests/test_benchmark_cases.py"],
+                          f"--benchmark-json={tmp_path / 'b.json'}", "--benchmark-autosave", f"--benchmark-storage={saved}",
+                          "tests/test_benchmark_cases.py"],
                          cwd=ROOT, capture_output=True, text=True, env=env, timeout=300)
     assert out.returncode == 0, out.stdout + out.stderr
     assert "2 passed, 1 skipped" in out.stdout
@@ -34,6 +36,18 @@ def test_benchmark_only_runs_the_cases_and_records_them(tmp_path):
     # both stores name the commit BENCH_COMMIT gives, not whatever .git the copied tree has
     assert report["commit_info"]["id"] == "feedc0ffee12" and report["commit_info"]["dirty"] is False
     assert {r["commit_folder"] for r in stored} == {"feedc0ffee12"}
+
+    # a later run compares itself with the saved one, as pytest-benchmark users expect
+    (first,) = (tmp_path / "saved").rglob("0001_*.json")  # pytest-benchmark names it from git itself
+    assert json.loads(first.read_text())["commit_info"]["id"] == "feedc0ffee12"
+    again = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "--benchmark-only",
+                            f"--benchmark-storage={saved}", "--benchmark-compare=0001", "-k", "single",
+                            "tests/test_benchmark_cases.py"],
+                           cwd=ROOT, capture_output=True, text=True, env=env, timeout=300)
+    assert again.returncode == 0, again.stdout + again.stderr
+    both = again.stdout + again.stderr
+    assert "Comparing against benchmarks from: " in both and first.name in both
+    assert "(0001_" in again.stdout and "(NOW)" in again.stdout  # both rows in the table
 
 
 def test_plain_pytest_does_not_run_the_sweep():
