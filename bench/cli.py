@@ -260,7 +260,7 @@ def parser() -> argparse.ArgumentParser:
                    help=f"one of: default ({', '.join(sweeps.DEFAULT_GPU_SWEEPS)}), all, {', '.join(sweeps.SWEEPS)}")
     s.add_argument("--gpus", type=int, default=None, help="most GPUs to use (default: all visible; CPU path if none)")
     s.add_argument("--data", default="", help="ImageFolder tree for the torch and dali loaders")
-    s.add_argument("--resume", action="store_true", help="skip cases already stored for this commit")
+    s.add_argument("--resume", action="store_true", help="skip cases stored as ok for this commit; run failed or skipped ones again")
     s.add_argument("--only", default="", metavar="PATTERNS",
                    help="run only the cases whose id matches one of these comma-separated shell patterns")
     s.add_argument("--lang", choices=("en", "zh"), default="en", help="headings of the seed table")

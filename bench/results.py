@@ -58,8 +58,12 @@ class Store:
         write_atomic(path, record)
         return path
 
-    def exists(self, machine: str, commit: str, sweep: str, case_id: str) -> bool:
-        return (self.sweep_dir(machine, commit, sweep) / f"{case_id}.json").is_file()
+    def stored_status(self, machine: str, commit: str, sweep: str, case_id: str) -> str | None:
+        """The status a stored case has (`ok`, `oom`, ...), or None when none is readable."""
+        try:
+            return json.loads((self.sweep_dir(machine, commit, sweep) / f"{case_id}.json").read_text()).get("status")
+        except (OSError, ValueError, AttributeError):
+            return None
 
 
 # `pytest --benchmark-autosave` runs kept beside a commit's results are pytest-benchmark's own format

@@ -1,9 +1,12 @@
 """Run a list of cases one after another, storing each result as soon as it exists."""
 from __future__ import annotations
 
+import contextlib
 import datetime
 import os
+import signal
 import sys
+import threading
 import time
 
 from . import env as envmod
@@ -83,6 +86,23 @@ def reused(record: dict, sweep: str) -> dict:
     return {**record, "sweep": sweep, "reused_from_sweep": record.get("reused_from_sweep") or record["sweep"]}
 
 
+@contextlib.contextmanager
+def terminate_as_interrupt():
+    """SIGTERM (a batch scheduler's cancel, `timeout`) takes Ctrl-C's path: the running case's
+    processes are killed and every finished result is kept. Signal handlers belong to the main thread."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def interrupt(signum, frame):
+        raise KeyboardInterrupt(f"signal {signum}")
+    previous = signal.signal(signal.SIGTERM, interrupt)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
 def run_cases(cases: list[Case], sweep: str, store: Store, dist: DistArgs = DistArgs(),
               resume: bool = False, out=sys.stdout, measured: dict | None = None) -> list[dict]:
     """Run each case in fresh processes and store it. `measured` (case id -> record) carries the
@@ -97,30 +117,35 @@ def run_cases(cases: list[Case], sweep: str, store: Store, dist: DistArgs = Dist
     print(f"sweep {sweep!r}: {len(cases)} case(s) on {machine}, commit {commit}, "
           f"results in {store.sweep_dir(machine, commit, sweep)}", file=out, flush=True)
     records, t0, done = [], time.monotonic(), 0
-    for i, case in enumerate(cases, 1):
-        if resume and store.exists(machine, commit, sweep, case.case_id):
-            print(f"[{i}/{len(cases)}] {case.case_id}: already stored, skipped (--resume)", file=out, flush=True)
-            continue
-        if measured is not None and case.case_id in measured:
-            record = reused(measured[case.case_id], sweep)
-            print(f"[{i}/{len(cases)}] {case.case_id}: measured in sweep {record['reused_from_sweep']!r} "
-                  "of this run, stored here too", file=out, flush=True)
-            if stores:
-                store.save(record)
-            records.append(record)
-            continue
-        elapsed = time.monotonic() - t0
-        eta = f", about {_fmt_s(elapsed / done * (len(cases) - i + 1))} left" if done else ""
-        print(f"[{i}/{len(cases)}] {case.case_id} (elapsed {_fmt_s(elapsed)}{eta})", file=out, flush=True)
-        started = datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")
-        result = run_case(case, dist)
-        done += 1
-        record = assemble(case, result, sweep, env, started, peak)
+
+    def keep(record: dict) -> None:
         if stores:
             store.save(record)
         records.append(record)
-        if measured is not None:
-            measured[case.case_id] = record
-        print(summary_line(record), file=out, flush=True)
+
+    with terminate_as_interrupt():
+        for i, case in enumerate(cases, 1):
+            before = store.stored_status(machine, commit, sweep, case.case_id) if resume else None
+            if before == "ok":
+                print(f"[{i}/{len(cases)}] {case.case_id}: already stored, skipped (--resume)", file=out, flush=True)
+                continue
+            if before:  # a failure or a skip may have had a passing cause (DALI missing, a timeout)
+                print(f"[{i}/{len(cases)}] {case.case_id}: stored as {before}, running it again (--resume)",
+                      file=out, flush=True)
+            if measured is not None and case.case_id in measured:
+                keep(reused(measured[case.case_id], sweep))
+                print(f"[{i}/{len(cases)}] {case.case_id}: measured in sweep {records[-1]['reused_from_sweep']!r} "
+                      "of this run, stored here too", file=out, flush=True)
+                continue
+            elapsed = time.monotonic() - t0
+            eta = f", about {_fmt_s(elapsed / done * (len(cases) - i + 1))} left" if done else ""
+            print(f"[{i}/{len(cases)}] {case.case_id} (elapsed {_fmt_s(elapsed)}{eta})", file=out, flush=True)
+            started = datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")
+            result = run_case(case, dist)
+            done += 1
+            keep(assemble(case, result, sweep, env, started, peak))
+            if measured is not None:
+                measured[case.case_id] = records[-1]
+            print(summary_line(records[-1]), file=out, flush=True)
     print(f"sweep {sweep!r} finished in {_fmt_s(time.monotonic() - t0)}", file=out, flush=True)
     return records

@@ -115,3 +115,31 @@ def test_a_case_two_sweeps_share_runs_once_per_invocation(tmp_path, monkeypatch)
     assert set(recs) == {("seed", "seed-baseline"), ("best", "seed-baseline"), ("best", "best")}
     assert recs[("best", "seed-baseline")]["reused_from_sweep"] == "seed"
     assert "reused_from_sweep" not in recs[("seed", "seed-baseline")]
+
+
+def test_resume_skips_what_finished_and_retries_what_failed(tmp_path, monkeypatch):
+    from bench import runner
+    from bench.case import Case
+    from bench.results import Store
+    calls = []
+
+    def fake_run(case, dist=None):
+        calls.append(case.name)
+        return {"status": "skipped", "reason": "stand-in", "wall_s": 1.0, "metrics": {}, "ranks": []}
+    monkeypatch.setattr(runner, "run_case", fake_run)
+    monkeypatch.setattr(runner, "diagnose", lambda record, peak: {})
+    monkeypatch.setenv("BENCH_SKIP_PEAK", "1")
+    base = Case(device="cpu", batch_size=2, image_size=32)
+    cases = [base.replace(name=n) for n in ("finished", "failed", "new")]
+    store = Store(tmp_path)
+    done = runner.run_cases(cases[:2], "s", store, out=open(os.devnull, "w"))
+    done[0]["status"] = "ok"
+    store.save(done[0])  # as if the first had finished and the second had timed out
+    calls.clear()
+    log = tmp_path / "log.txt"
+    with open(log, "w") as out:
+        runner.run_cases(cases, "s", store, resume=True, out=out)
+    assert calls == ["failed", "new"]
+    text = log.read_text()
+    assert "finished-" in text and "already stored, skipped (--resume)" in text
+    assert "stored as skipped, running it again (--resume)" in text

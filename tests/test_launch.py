@@ -160,7 +160,9 @@ run_cases(cases, "interrupted", Store({store!r}), resume={resume})
 """
 
 
-def test_ctrl_c_keeps_finished_results_and_resume_skips_them(tmp_path):
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM], ids=["ctrl-c", "sigterm"])
+def test_ctrl_c_keeps_finished_results_and_resume_skips_them(tmp_path, sig):
+    """Ctrl-C in a terminal, or SIGTERM from a scheduler or `timeout`: the same clean stop."""
     script = tmp_path / "sweep.py"
     script.write_text(SWEEP_SCRIPT.format(root=str(ROOT), store=str(tmp_path / "r"), resume=False))
     p = subprocess.Popen([sys.executable, str(script)], stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
@@ -169,7 +171,7 @@ def test_ctrl_c_keeps_finished_results_and_resume_skips_them(tmp_path):
     while time.monotonic() < deadline and not list((tmp_path / "r").rglob("interrupted/first-*.json")):
         time.sleep(0.5)
     time.sleep(3)  # the hanging case is now running
-    os.killpg(p.pid, signal.SIGINT)  # what Ctrl-C in a terminal sends
+    os.killpg(p.pid, sig)
     out, _ = p.communicate(timeout=60)
     assert p.returncode != 0
     stored = sorted(f.name.split("-")[0] for f in (tmp_path / "r").rglob("interrupted/*.json"))
