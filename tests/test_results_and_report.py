@@ -22,7 +22,8 @@ def test_store_writes_atomically_under_machine_commit_sweep(tmp_path, monkeypatc
     path = store.save(_record())
     assert path == tmp_path / "m" / "abc" / "s" / "c1.json"
     assert json.loads(path.read_text())["schema"] == results.SCHEMA
-    assert store.exists("m", "abc", "s", "c1")
+    assert store.stored_status("m", "abc", "s", "c1") == "ok"
+    assert store.stored_status("m", "abc", "s", "absent") is None
 
     # a write that dies half-way leaves the previous file whole and no temporary behind
     def boom(*a, **k):
