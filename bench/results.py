@@ -15,6 +15,8 @@ from pathlib import Path
 SCHEMA = 1
 STATUSES = ("ok", "oom", "error", "timeout", "skipped")
 NOT_RESULTS = {"peak.json"}  # machine facts kept beside the results, not case results
+# `pytest --benchmark-autosave` runs kept beside a commit's results are pytest-benchmark's own format
+PYTEST_BENCHMARK_DIR = "pytest-benchmark"
 DEFAULT_ROOT = Path(__file__).resolve().parent.parent / "results"
 
 
@@ -64,10 +66,6 @@ class Store:
             return json.loads((self.sweep_dir(machine, commit, sweep) / f"{case_id}.json").read_text()).get("status")
         except (OSError, ValueError, AttributeError):
             return None
-
-
-# `pytest --benchmark-autosave` runs kept beside a commit's results are pytest-benchmark's own format
-PYTEST_BENCHMARK_DIR = "pytest-benchmark"
 
 
 @dataclass

@@ -64,20 +64,19 @@ class Trainer:
         self.scaler = precision.grad_scaler(case.precision, ctx.device.type)
         self.last_loss = None
         self.force_no_sync = False  # set by the exposed-communication window
-        # a loader that counts its own time blocked on its producers (the torch DataLoader's
-        # workers) sets this, so a blocking device copy is not mistaken for waiting on input
-        self.input_wait_clock = None
+        # the seconds counted as waiting for input: the host clock around each fetch, unless a loader
+        # counts its own time blocked on its producers (the torch DataLoader's workers), so a
+        # blocking device copy is not mistaken for waiting on input
+        self.input_wait_clock = time.perf_counter
 
     def step(self, batches) -> float:
         """Run one optimizer step; return the seconds spent waiting for input."""
         k = self.case.accumulation_steps
         wait = 0.0
         for i in range(k):
-            before = self.input_wait_clock() if self.input_wait_clock else 0.0
-            t = time.perf_counter()
+            before = self.input_wait_clock()
             images, labels = next(batches)
-            took = time.perf_counter() - t
-            wait += self.input_wait_clock() - before if self.input_wait_clock else took
+            wait += self.input_wait_clock() - before
             skip_sync = self.force_no_sync or (self.case.accumulation_mode == "no_sync" and i < k - 1)
             with self.strategy.no_sync() if skip_sync else contextlib.nullcontext():
                 loss = self.strategy.loss(images, labels) / k

@@ -1,5 +1,5 @@
+import io
 import json
-import os
 import subprocess
 import sys
 
@@ -93,53 +93,51 @@ def test_only_matching_nothing_stops_before_running(tmp_path, capsys):
     assert not any(tmp_path.iterdir())
 
 
-def test_a_case_two_sweeps_share_runs_once_per_invocation(tmp_path, monkeypatch):
-    """`make bench` runs seed then best; both hold the DataParallel baseline, measured once."""
+@pytest.fixture
+def stand_in_runner(monkeypatch):
+    """run_cases with every case answered at once as `skipped`; returns the cases it was asked to run."""
     from bench import runner
-    from bench.case import Case
-    from bench.results import Store, load
     calls = []
 
     def fake_run(case, dist=None):
-        calls.append(case.case_id)
+        calls.append(case)
         return {"status": "skipped", "reason": "stand-in", "wall_s": 1.0, "metrics": {}, "ranks": []}
     monkeypatch.setattr(runner, "run_case", fake_run)
     monkeypatch.setattr(runner, "diagnose", lambda record, peak: {})
     monkeypatch.setenv("BENCH_SKIP_PEAK", "1")
+    return calls
+
+
+def test_a_case_two_sweeps_share_runs_once_per_invocation(tmp_path, stand_in_runner):
+    """`make bench` runs seed then best; both hold the DataParallel baseline, measured once."""
+    from bench.case import Case
+    from bench.results import Store, load
+    from bench.runner import run_cases
     shared = Case(device="cpu", name="seed-baseline", strategy="dp", batch_size=2, image_size=32)
     store, measured = Store(tmp_path), {}
-    runner.run_cases([shared], "seed", store, measured=measured, out=open(os.devnull, "w"))
-    runner.run_cases([shared, shared.replace(name="best")], "best", store, measured=measured, out=open(os.devnull, "w"))
-    assert calls == [shared.case_id, shared.replace(name="best").case_id]
+    run_cases([shared], "seed", store, measured=measured, out=io.StringIO())
+    run_cases([shared, shared.replace(name="best")], "best", store, measured=measured, out=io.StringIO())
+    assert [c.case_id for c in stand_in_runner] == [shared.case_id, shared.replace(name="best").case_id]
     recs = {(r["sweep"], r["case"]["name"]): r for r in load([tmp_path]).records}
     assert set(recs) == {("seed", "seed-baseline"), ("best", "seed-baseline"), ("best", "best")}
     assert recs[("best", "seed-baseline")]["reused_from_sweep"] == "seed"
     assert "reused_from_sweep" not in recs[("seed", "seed-baseline")]
 
 
-def test_resume_skips_what_finished_and_retries_what_failed(tmp_path, monkeypatch):
-    from bench import runner
+def test_resume_skips_what_finished_and_retries_what_failed(tmp_path, stand_in_runner):
     from bench.case import Case
     from bench.results import Store
-    calls = []
-
-    def fake_run(case, dist=None):
-        calls.append(case.name)
-        return {"status": "skipped", "reason": "stand-in", "wall_s": 1.0, "metrics": {}, "ranks": []}
-    monkeypatch.setattr(runner, "run_case", fake_run)
-    monkeypatch.setattr(runner, "diagnose", lambda record, peak: {})
-    monkeypatch.setenv("BENCH_SKIP_PEAK", "1")
+    from bench.runner import run_cases
     base = Case(device="cpu", batch_size=2, image_size=32)
     cases = [base.replace(name=n) for n in ("finished", "failed", "new")]
     store = Store(tmp_path)
-    done = runner.run_cases(cases[:2], "s", store, out=open(os.devnull, "w"))
+    done = run_cases(cases[:2], "s", store, out=io.StringIO())
     done[0]["status"] = "ok"
     store.save(done[0])  # as if the first had finished and the second had timed out
-    calls.clear()
-    log = tmp_path / "log.txt"
-    with open(log, "w") as out:
-        runner.run_cases(cases, "s", store, resume=True, out=out)
-    assert calls == ["failed", "new"]
-    text = log.read_text()
+    stand_in_runner.clear()
+    log = io.StringIO()
+    run_cases(cases, "s", store, resume=True, out=log)
+    assert [c.name for c in stand_in_runner] == ["failed", "new"]
+    text = log.getvalue()
     assert "finished-" in text and "already stored, skipped (--resume)" in text
     assert "stored as skipped, running it again (--resume)" in text

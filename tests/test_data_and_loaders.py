@@ -152,7 +152,7 @@ def test_data_wait_is_the_loader_own_count_when_it_keeps_one():
             produced["s"] += 0.001  # what the loader says it waited for its workers
             yield images, labels
     stream = batches()
-    assert trainer.step(stream) >= 0.05  # no clock: the whole fetch counts
+    assert trainer.step(stream) >= 0.05  # no loader clock: the whole fetch counts
     trainer.input_wait_clock = lambda: produced["s"]
     assert trainer.step(stream) == pytest.approx(0.001)
 
