@@ -1,7 +1,7 @@
 # make bench [GPUS=N] [SWEEP=default|seed|best|strategies|smoke] [DATA=dir]   run a sweep, print the tables
 # make test                                                                     the CPU test suite
 # make report [TABLE_LANG=zh]                                                       tables from stored results
-# make compare A=<commit> B=<commit> [FAIL_UNDER=5]                                 throughput deltas; exit 1 on regression
+# make compare A=<commit|run> B=<commit|run> [FAIL_UNDER=5] [FORCE=1] [COMPARE_ARGS=...]  deltas judged against noise
 #
 # Uses the current python3 as it is when it already imports what the suite needs (GPU images with
 # torch preinstalled); otherwise makes .venv and installs environments/requirements-$(ENV).txt.
@@ -36,8 +36,10 @@ test: $(SETUP)
 report: $(SETUP)
 	$(PYTHON) -m bench report --lang $(TABLE_LANG)
 
+# make itself exits 2 whenever the command fails; its "Error 1" (regression) or "Error 2" (bad input)
+# line carries the command's own exit code
 compare: $(SETUP)
-	$(PYTHON) -m bench compare $(A) $(B) $(if $(FAIL_UNDER),--fail-under $(FAIL_UNDER))
+	$(PYTHON) -m bench compare $(A) $(B) $(if $(FAIL_UNDER),--fail-under $(FAIL_UNDER)) $(if $(FORCE),--force) $(COMPARE_ARGS)
 
 env: $(SETUP)
 	$(PYTHON) -m bench env

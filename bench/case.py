@@ -19,6 +19,9 @@ DALI_DEVICES = ("mixed", "cpu")
 ACCUMULATION_MODES = ("article", "no_sync")
 DP_DEVICE_SELECTIONS = ("default", "free_memory")
 FAULTS = ("", "oom", "crash", "hang")
+AUTO = -1
+"""`num_workers` / `dali_threads` value meaning: this machine's cores shared over its ranks, resolved
+when the case runs and stored as a fact, so a case id does not change with the machine."""
 COMPILE_MODES = ("", "default", "reduce-overhead", "max-autotune-no-cudagraphs", "max-autotune")
 
 
@@ -64,7 +67,7 @@ class Case:
     data_dir: str = ""
     """ImageFolder tree of JPEGs for the torch and dali loaders."""
     num_workers: int = 0
-    """torch DataLoader worker processes per rank."""
+    """torch DataLoader worker processes per rank; -1 = the machine's cores shared over its ranks."""
     pin_memory: bool = False
     """torch DataLoader: page-locked host batches."""
     non_blocking: bool = False
@@ -80,8 +83,9 @@ class Case:
     """DALI decode placement: `mixed` (GPU decode) or `cpu`."""
     hw_decoder_load: float = 0.65
     """DALI mixed decode: share of images sent to the hardware JPEG decoder, 0..1."""
-    dali_threads: int = 4
-    """DALI CPU threads per pipeline."""
+    dali_threads: int = AUTO
+    """DALI CPU threads per pipeline; -1 = the machine's cores shared over its ranks (DALI's own
+    default of 4 halves the mixed decoder's ceiling on a 16-core H200 host)."""
 
     # --- DataParallel (the second article's knobs) -------------------------------------------
     dp_device_selection: str = "default"
@@ -111,7 +115,10 @@ class Case:
     warmup_steps: int = 10
     """Optimizer steps run before measuring (cuDNN autotune, allocator, NCCL, prefetch)."""
     steps: int = 30
-    """Optimizer steps in one measured window."""
+    """Fewest optimizer steps in one measured window."""
+    min_window_s: float = 0.0
+    """Shortest measured window in seconds: the steps per window grow (from the warm-up's step time,
+    the same on every rank) until a window lasts at least this long; 0 = exactly `steps`."""
     repeats: int = 3
     """Measured windows; the median and spread across them are reported."""
     timeout_s: float = 900.0
@@ -217,10 +224,13 @@ def validate(c: Case) -> None:
     _at_least("warmup_steps", c.warmup_steps, 0)
     _at_least("steps", c.steps, 1)
     _at_least("repeats", c.repeats, 1)
-    _at_least("num_workers", c.num_workers, 0)
+    _at_least("num_workers", c.num_workers, AUTO)
     _at_least("prefetch_factor", c.prefetch_factor, 1)
     _at_least("accumulation_steps", c.accumulation_steps, 1)
-    _at_least("dali_threads", c.dali_threads, 1)
+    if c.dali_threads == 0:
+        raise CaseError("dali_threads=0 must be -1 (cores per rank) or >= 1")
+    _at_least("dali_threads", c.dali_threads, AUTO)
+    _at_least("min_window_s", c.min_window_s, 0.0, float)
     _at_least("fault_rank", c.fault_rank, 0)
     _at_least("timeout_s", c.timeout_s, 1, float)
     _at_least("bucket_cap_mb", c.bucket_cap_mb, 0.0, float)
@@ -258,3 +268,35 @@ def validate(c: Case) -> None:
             raise CaseError(f"nccl_env entry {pair!r} must be a (name, value) pair whose name starts with NCCL_")
     if c.fault and c.fault_rank >= c.gpus:
         raise CaseError(f"fault_rank={c.fault_rank} must be below gpus={c.gpus}")
+    idle = idle_knobs(c)
+    if idle:
+        name, why = idle[0]
+        raise CaseError(f"{name}={getattr(c, name)!r} does nothing here ({why}); leave it at its default "
+                        f"{_DEFAULTS[name]!r}")
+
+
+_DEFAULTS = {f.name: f.default for f in fields(Case)}
+
+
+def idle_knobs(c: Case) -> list[tuple[str, str]]:
+    """Knobs set away from their default in a case where they change nothing: a label must never
+    claim a setting that did not act."""
+    rules = [
+        (("bucket_cap_mb", "gradient_as_bucket_view", "static_graph", "broadcast_buffers"),
+         c.strategy != "ddp", "DDP knobs need strategy='ddp'"),
+        (("nccl_env",), c.strategy != "ddp" or c.device != "cuda", "NCCL runs only under ddp on cuda"),
+        (("num_workers", "pin_memory", "non_blocking", "persistent_workers", "prefetch_factor"),
+         c.loader != "torch", "torch DataLoader knobs need loader='torch'"),
+        (("prefetch_factor",), c.num_workers == 0, "prefetch_factor needs num_workers >= 1"),
+        (("pin_memory", "non_blocking"), c.device != "cuda", "host-to-GPU copy knobs need device='cuda'"),
+        (("dali_device", "hw_decoder_load", "dali_threads"), c.loader != "dali", "DALI knobs need loader='dali'"),
+        (("hw_decoder_load",), c.dali_device != "mixed", "the hardware decoder is used by dali_device='mixed' only"),
+        (("accumulation_mode",), c.accumulation_steps == 1, "accumulation_mode needs accumulation_steps > 1"),
+        (("precision", "compile", "cudnn_benchmark", "overhead_check"), c.loader_only,
+         "loader_only=true runs no model"),
+    ]
+    found = []
+    for names, idle, why in rules:
+        if idle:
+            found += [(n, why) for n in names if getattr(c, n) != _DEFAULTS[n] and (n, why) not in found]
+    return found

@@ -8,7 +8,7 @@ import sys
 from pathlib import Path
 
 from . import env as envmod
-from . import results, sweeps
+from . import query, results, sweeps
 from .case import Case, CaseError
 from .launch import DistArgs
 
@@ -92,17 +92,40 @@ def resolve_gpus(requested: int | None) -> tuple[int, str]:
 
 
 def cmd_run(a) -> int:
-    from .runner import run_cases
+    from .runner import Run, run_cases
     case = case_from_args(a)
     dist = dist_from_args(a)
-    records = run_cases([case], a.sweep_name, results.Store(a.results), dist)
+    check_processes(a)
+    run = Run(results.Store(a.results), dist, a.processes)
+    reference = sweeps.noise_reference(case.device)
+    run.measure_floor(reference, a.floor_processes)
+    records = run_cases([case], a.sweep_name, run.store, dist, run=run)
+    run.measure_floor(reference, min(a.floor_processes, 2), at="end")
+    run.finish()
     return 0 if records and records[0]["status"] in ("ok", "skipped") else 1
+
+
+def check_processes(a) -> None:
+    if a.processes < 1:
+        raise CaseError(f"--processes={a.processes} must be >= 1 (fresh processes per case)")
+    if a.floor_processes == 1 or a.floor_processes < 0:
+        raise CaseError(f"--floor-processes={a.floor_processes} must be 0 (no floor) or >= 2")
+
+
+def add_noise_flags(p: argparse.ArgumentParser, floor_default: int) -> None:
+    g = p.add_argument_group("noise (README: How it judges)")
+    g.add_argument("--processes", type=int, default=1, metavar="K",
+                   help="fresh processes per case; the figure is their median (default 1)")
+    g.add_argument("--floor-processes", type=int, default=floor_default, metavar="N",
+                   help="fresh processes of the reference case that measure this run's noise floor, "
+                        f"at the start (and min(N, 2) more at the end); 0 = none (default {floor_default})")
 
 
 def cmd_sweep(a) -> int:
     from . import report
     from .runner import run_cases
     gpus, device = resolve_gpus(a.gpus)
+    check_processes(a)
     names = {"default": list(sweeps.DEFAULT_GPU_SWEEPS), "all": list(sweeps.ALL_GPU_SWEEPS)}.get(a.name, [a.name])
     if device == "cpu":
         if a.name not in ("default", "all", "smoke", "tiny"):
@@ -114,22 +137,33 @@ def cmd_sweep(a) -> int:
     plans = [(n, sweeps.build(n, gpus, device, **overrides)) for n in names]  # all validated first
     if a.only:
         plans = select_cases(plans, a.only)
-    if data_dir and not a.data:
-        ensure_default_data(Path(data_dir), sweeps.images_needed([c for _, cs in plans for c in cs]))
     dist = dist_from_args(a)
     store = results.Store(a.results)
+    if a.dry_run:
+        from . import plan
+        print(plan.render(plans, store, gpus, device, a.processes, a.floor_processes))
+        return 0
+    if data_dir and not a.data:
+        ensure_default_data(Path(data_dir), sweeps.images_needed([c for _, cs in plans for c in cs]))
+    from .runner import Run
+    run = Run(store, dist, a.processes)
     all_records, measured = [], {}
+    reference = sweeps.noise_reference(device)
     try:
+        run.measure_floor(reference, a.floor_processes)
         for name, cases in plans:
-            all_records += run_cases(cases, name, store, dist, resume=a.resume, measured=measured)
+            all_records += run_cases(cases, name, store, dist, resume=a.resume, measured=measured, run=run)
+        run.measure_floor(reference, min(a.floor_processes, 2), at="end")
     except KeyboardInterrupt:
+        run.finish(interrupted=True)
         print("\ninterrupted: every finished case is stored; run again with --resume to go on", file=sys.stderr)
         return 130
+    run.finish()
     print()
-    print(report.render(all_records, a.lang))
+    print(report.render([query.wrap(r) for r in all_records], a.lang))
     if all_records:  # REPORT.md beside this commit's results, from everything stored for it
         folder = store.root / all_records[0]["machine"] / all_records[0]["commit_folder"]
-        print(f"\nwrote {report.write_report(results.load([folder]).records, folder, a.lang)} (and its plots)")
+        print(f"\nwrote {report.write_report(query.load([folder])[0], folder, a.lang)} (and its plots)")
     return 0
 
 
@@ -179,37 +213,58 @@ def cmd_data(a) -> int:
     return 0
 
 
+def _load(paths) -> list[query.Record]:
+    records, problems = query.load(paths)
+    results.warn_problems(problems)
+    return records
+
+
+def _select(a, records: list[query.Record]) -> list[query.Record]:
+    """--machine, --commit and --run narrow what a reading command sees."""
+    return query.select(records, machine=a.machine or None, commit=a.commit or None, run=a.run or None)
+
+
 def cmd_report(a) -> int:
     from . import report
     paths = a.paths or [a.results]
-    loaded = results.load(paths)
-    results.warn_problems(loaded.problems)
-    print(report.render(loaded.records, a.lang))
-    if loaded.records and not a.no_files:
+    records = _select(a, _load(paths))
+    print(report.render(records, a.lang))
+    if records and not a.no_files:
         out = Path(a.out) if a.out else (Path(paths[0]) if len(paths) == 1 and Path(paths[0]).is_dir() else Path(a.results))
-        print(f"\nwrote {report.write_report(loaded.records, out, a.lang)} (and its plots)")
+        print(f"\nwrote {report.write_report(records, out, a.lang)} (and its plots)")
     if a.csv:
+        latest = query.dicts(query.latest(records))
         Path(a.csv).parent.mkdir(parents=True, exist_ok=True)
-        report.seed_frame(loaded.records, a.lang).to_csv(a.csv, index=False)
-        report.full_frame(loaded.records).to_csv(Path(a.csv).with_suffix(".cases.csv"), index=False)
+        report.seed_frame(latest, a.lang).to_csv(a.csv, index=False)
+        report.full_frame(latest).to_csv(Path(a.csv).with_suffix(".cases.csv"), index=False)
         print(f"\nCSV written: {a.csv} and {Path(a.csv).with_suffix('.cases.csv')}")
     return 0
 
 
 def cmd_compare(a) -> int:
+    """Exit 0: no regression; 1: a regression (with --fail-under); 2: bad input or nothing in common."""
     from . import compare
-    root = Path(a.results)
+    records = _load([a.results])
     try:
-        rows = compare.compare(compare.load_ref(a.a, root), compare.load_ref(a.b, root), force=a.force)
+        a_label, a_recs = compare.resolve(a.a, records, a.machine or None)
+        b_label, b_recs = compare.resolve(a.b, records, a.machine or None)
+        rows = compare.compare(a_recs, b_recs, force=a.force, include_old=a.include_old)
     except compare.CompareError as e:
-        raise SystemExit(f"error: {e}")
-    print(compare.render(rows, a.a[:12], a.b[:12]))
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    kind = compare.kind(a_recs, b_recs)
+    print(compare.render(rows, a_label, b_label))
+    print(f"kind: {kind}; each verdict weighs the change against both sides' 95% intervals")
+    if a.json:
+        compare.write_json(a.json, compare.to_json(rows, a_label, b_label, kind))
+        print(f"wrote {a.json}")
     if a.fail_under is not None:
         bad = compare.regressions(rows, a.fail_under)
         if bad:
-            print(f"\n{len(bad)} case(s) regressed by more than {a.fail_under:g}% beyond the noise of their repeats")
+            print(f"\n{len(bad)} case(s) regressed: slower by more than {a.fail_under:g}% beyond their noise, "
+                  f"or ok in a but failed or missing in b: {', '.join(r['case'] for r in bad)}")
             return 1
-        print(f"\nno case regressed by more than {a.fail_under:g}% beyond the noise of its repeats")
+        print(f"\nno case regressed by more than {a.fail_under:g}% beyond its noise, and none ok in a is lost in b")
     return 0
 
 
@@ -217,29 +272,42 @@ def cmd_history(a) -> int:
     from tabulate import tabulate
 
     from . import compare
-    loaded = results.load([a.results])
-    results.warn_problems(loaded.problems)
-    rows = compare.history(a.case, loaded.records)
+    rows = compare.history(a.case, _load([a.results]))
     if not rows:
         raise SystemExit(f"error: no stored result has a case id starting with {a.case!r}")
-    print(tabulate(rows, headers=["started", "commit", "machine", "sweep", "status", "images/s", "spread"],
+    print(tabulate(rows, headers=["started", "commit", "run", "machine", "sweep", "status", "images/s", "95% interval"],
                    tablefmt="github", disable_numparse=True))
     return 0
 
 
 def cmd_claims(a) -> int:
+    """Per machine, the claims judged on one commit's latest runs (the newest commit unless --commit)."""
     from tabulate import tabulate
 
     from . import claims
-    loaded = results.load(a.paths or [a.results])
-    results.warn_problems(loaded.problems)
-    print(tabulate(claims.table(loaded.records), headers=claims.HEADERS, tablefmt="github", disable_numparse=True))
+    records = _select(a, _load(a.paths or [a.results]))
+    if not records:
+        raise SystemExit("error: no stored results match")
+    for machine, recs in query.group(records, "machine").items():
+        newest = max(recs, key=lambda r: r.started_at).commit
+        chosen = [r for r in recs if r.commit == newest]
+        print(f"## {machine[0]}, commit {newest}\n{query.describe_selection(query.latest(chosen))}\n")
+        print(tabulate(claims.table(chosen, include_old=a.include_old), headers=claims.HEADERS, tablefmt="github",
+                       disable_numparse=True))
+        print()
     return 0
 
 
 def cmd_env(a) -> int:
     print(json.dumps(envmod.collect(), indent=1, default=str))
     return 0
+
+
+def add_selection_flags(p: argparse.ArgumentParser) -> None:
+    g = p.add_argument_group("which results (default: the latest run of each case)")
+    g.add_argument("--machine", default="", help="only this machine folder, e.g. 1x-nvidia-h200")
+    g.add_argument("--commit", default="", help="only this exact tree: a commit id or prefix; -dirty names a dirty one")
+    g.add_argument("--run", default="", help="only this run id (see `history` or the report's 'runs used' line)")
 
 
 def parser() -> argparse.ArgumentParser:
@@ -251,6 +319,7 @@ def parser() -> argparse.ArgumentParser:
     add_case_flags(r)
     add_dist_flags(r)
     r.add_argument("--sweep-name", default="run", help="results sub-folder (default: run)")
+    add_noise_flags(r, 0)
     r.add_argument("--results", default=str(results.DEFAULT_ROOT), help="results root folder")
     r.set_defaults(func=cmd_run)
 
@@ -264,6 +333,8 @@ def parser() -> argparse.ArgumentParser:
     s.add_argument("--only", default="", metavar="PATTERNS",
                    help="run only the cases whose id matches one of these comma-separated shell patterns")
     s.add_argument("--lang", choices=("en", "zh"), default="en", help="headings of the seed table")
+    s.add_argument("--dry-run", action="store_true", help="list the cases and what each sweep is expected to cost; run nothing")
+    add_noise_flags(s, 3)
     s.add_argument("--results", default=str(results.DEFAULT_ROOT), help="results root folder")
     add_dist_flags(s)
     s.set_defaults(func=cmd_sweep)
@@ -277,6 +348,7 @@ def parser() -> argparse.ArgumentParser:
     rep.add_argument("--results", default=str(results.DEFAULT_ROOT), help="results root folder")
     rep.add_argument("--out", default="", help="folder for REPORT.md and plots/ (default: the folder read)")
     rep.add_argument("--no-files", action="store_true", help="print only; write no REPORT.md or plots")
+    add_selection_flags(rep)
     rep.set_defaults(func=cmd_report)
 
     d = sub.add_parser("data", help="make an ImageNet-like JPEG folder, or check one",
@@ -294,11 +366,16 @@ def parser() -> argparse.ArgumentParser:
 
     c = sub.add_parser("compare", help="images/s of the same cases in two commits or result folders",
                        description="Compare stored throughput between two commits (ids or prefixes) or result folders.")
-    c.add_argument("a", help="the earlier commit id, or a result folder")
-    c.add_argument("b", help="the later commit id, or a result folder")
+    c.add_argument("a", help="the earlier side: a run id, a commit (exact tree; name -dirty to get a dirty one) or a result folder")
+    c.add_argument("b", help="the later side, likewise")
     c.add_argument("--fail-under", type=float, default=None, metavar="PCT",
-                   help="exit 1 when a case is slower by more than PCT percent beyond its repeats' noise")
+                   help="exit 1 when a case is slower by more than PCT percent beyond its noise, or ok in a and "
+                        "failed or missing in b")
     c.add_argument("--force", action="store_true", help="compare results from different GPU models or counts")
+    c.add_argument("--machine", default="", help="the machine folder to read (needed when a commit ran on several)")
+    c.add_argument("--include-old", action="store_true",
+                   help="judge records made under an older metric definition too (by their windows' range)")
+    c.add_argument("--json", default="", metavar="FILE", help="also write the comparison as JSON")
     c.add_argument("--results", default=str(results.DEFAULT_ROOT), help="results root folder")
     c.set_defaults(func=cmd_compare)
 
@@ -311,6 +388,8 @@ def parser() -> argparse.ArgumentParser:
                         description="Check the articles' claims against stored results.")
     cl.add_argument("paths", nargs="*", help="result files or folders (default: the results root)")
     cl.add_argument("--results", default=str(results.DEFAULT_ROOT), help="results root folder")
+    cl.add_argument("--include-old", action="store_true", help="judge records made under an older metric definition too")
+    add_selection_flags(cl)
     cl.set_defaults(func=cmd_claims)
 
     e = sub.add_parser("env", help="print the machine and software facts a result records")

@@ -1,94 +1,142 @@
-"""Throughput of the same cases across two commits (or result folders), with a noise-aware verdict
-and a declarative regression check (`--fail-under PCT`)."""
+"""Throughput of the same cases in two commits or two runs, judged against their noise, and a gate
+for regressions (`--fail-under PCT`).
+
+A side is a run id (that run's records), a commit (its latest run of each case, exact tree: `-dirty`
+only by name) or a result folder. Cases are matched by case id; a case on one side only is listed,
+and one that is ok in A but failed or missing in B fails the gate. Two sides with no case ok in both
+are an error, never a pass.
+"""
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 from tabulate import tabulate
 
-from . import results
+from . import query, verdicts
+
+FAILED_IN_B, ONLY_IN_A, ONLY_IN_B = "failed in b", "only in a", "only in b"
 
 
 class CompareError(ValueError):
-    pass
+    """Bad input: an unknown reference, sides from different machines, or nothing in common."""
 
 
-def resolve(ref: str, root: Path) -> list[Path]:
-    """A result folder as given, or every <machine>/<commit> folder whose commit starts with ref."""
-    p = Path(ref)
-    if p.is_dir():
-        return [p]
-    found = sorted(d for d in root.glob("*/*") if d.is_dir() and d.name.startswith(ref[:12]))
-    if not found:
-        raise CompareError(f"{ref!r} is neither a result folder nor a commit with results under {root}")
-    return found
+def resolve(ref: str, records: list[query.Record], machine: str | None = None) -> tuple[str, list[query.Record]]:
+    """(how the side was chosen, its records): a run id, a commit's latest runs, or a folder."""
+    pool = query.select(records, machine=machine)
+    by_run = [r for r in pool if r.run_id == ref or (len(ref) >= 10 and r.run_id.startswith(ref))]
+    if by_run:
+        return f"run {by_run[0].run_id}", by_run
+    folder = Path(ref)
+    if folder.is_dir():
+        recs, _ = query.load([folder])
+        return f"folder {ref}", query.latest(recs)
+    by_commit = query.select(pool, commit=ref)
+    if not by_commit:
+        dirty = query.select(pool, commit=ref + "-dirty") if not ref.endswith("-dirty") else []
+        hint = f" (a dirty tree of it is stored: ask for {ref}-dirty)" if dirty else ""
+        raise CompareError(f"{ref!r} is neither a run id, a result folder nor a commit with results"
+                           + (f" on {machine}" if machine else "") + hint)
+    machines = sorted({r.machine for r in by_commit})
+    if len(machines) > 1:
+        raise CompareError(f"{ref!r} has results on several machines ({', '.join(machines)}); pick one with --machine")
+    return f"commit {by_commit[0].commit} (latest run of each case)", query.latest(by_commit)
 
 
-def _index(records: list[dict]) -> dict:
-    """Newest ok record per (sweep, case_id)."""
-    out = {}
-    for r in sorted(records, key=lambda r: r.get("started_at", "")):
-        if r["status"] == "ok":
-            out[(r["sweep"], r["case_id"])] = r
-    return out
+def _hardware(records: list[query.Record]) -> set:
+    return {(r.data["env"].get("gpu_model"), r.data["env"].get("gpu_count"), r.data["case"]["device"]) for r in records}
 
 
-def _hardware(records: list[dict]) -> set:
-    return {(r["env"].get("gpu_model"), r["env"].get("gpu_count"), r["case"]["device"]) for r in records}
+def _by_case(records: list[query.Record]) -> dict[str, query.Record]:
+    return {r.case_id: r for r in sorted(records, key=lambda r: (r.started_at, r.run_id))}
 
 
-def verdict(a: dict, b: dict) -> str:
-    """`faster`/`slower` only when B's repeats all lie outside A's range; otherwise noise."""
-    ma, mb = a["metrics"], b["metrics"]
-    if mb["images_per_s_min"] > ma["images_per_s_max"]:
-        return "faster"
-    if mb["images_per_s_max"] < ma["images_per_s_min"]:
-        return "slower"
-    return "within noise"
-
-
-def compare(a_records: list[dict], b_records: list[dict], force: bool = False) -> list[dict]:
+def compare(a_records: list[query.Record], b_records: list[query.Record], force: bool = False,
+            include_old: bool = False) -> list[dict]:
     ha, hb = _hardware(a_records), _hardware(b_records)
     if ha != hb and not force:
         raise CompareError(f"the results come from different hardware ({sorted(ha, key=str)} against "
                            f"{sorted(hb, key=str)}); compare them anyway with --force")
-    ia, ib = _index(a_records), _index(b_records)
+    ia, ib = _by_case(a_records), _by_case(b_records)
     rows = []
-    for key in sorted(set(ia) & set(ib)):
-        a, b = ia[key], ib[key]
-        ips_a, ips_b = a["metrics"]["images_per_s"], b["metrics"]["images_per_s"]
-        rows.append({"sweep": key[0], "case": key[1], "a": ips_a, "b": ips_b,
-                     "change_pct": 100.0 * (ips_b - ips_a) / ips_a, "verdict": verdict(a, b)})
+    for case_id in sorted(set(ia) | set(ib)):
+        a, b = ia.get(case_id), ib.get(case_id)
+        row = {"case": case_id, "sweep": (b or a).sweep, "a_images_per_s": None, "b_images_per_s": None,
+               "delta_pct": None, "noise_pct": None,
+               "a_file": a.path if a else None, "b_file": b.path if b else None}
+        if a and a.ok:
+            row["a_images_per_s"] = a.data["metrics"]["images_per_s"]
+        if b and b.ok:
+            row["b_images_per_s"] = b.data["metrics"]["images_per_s"]
+        if a and a.ok and b and b.ok:
+            old = not (a.current and b.current)
+            ha_pct = verdicts.half_width_pct(a.data["metrics"], within_process_ok=include_old)
+            hb_pct = verdicts.half_width_pct(b.data["metrics"], within_process_ok=include_old)
+            if old and not include_old:
+                ha_pct = hb_pct = None  # an older definition is shown, never judged, unless asked for
+            c = verdicts.compare(row["a_images_per_s"], ha_pct, row["b_images_per_s"], hb_pct)
+            row.update(delta_pct=c["delta_pct"], noise_pct=c["noise_pct"], verdict=c["verdict"],
+                       note="older metric definition" if old else "")
+        elif a and a.ok:
+            row.update(verdict=FAILED_IN_B if b else ONLY_IN_A,
+                       note=f"{b.status}: {b.data.get('reason', '')}"[:200] if b else "")
+        elif b and b.ok:
+            row.update(verdict=ONLY_IN_B, note=f"{a.status} in a" if a else "")
+        else:
+            row.update(verdict=FAILED_IN_B if b else ONLY_IN_A, note="ok in neither")
+        rows.append(row)
+    if not any(r["delta_pct"] is not None for r in rows):
+        raise CompareError(f"no case is ok on both sides ({len(ia)} case(s) in a, {len(ib)} in b): nothing to compare")
     return rows
 
 
 def regressions(rows: list[dict], fail_under_pct: float) -> list[dict]:
-    """Cases slower by more than the threshold, outside the noise of the repeats."""
-    return [r for r in rows if r["verdict"] == "slower" and -r["change_pct"] > fail_under_pct]
+    """Cases slower by more than the threshold beyond their noise, and cases ok in A but failed or
+    missing in B."""
+    return [r for r in rows if (r["verdict"] == verdicts.SLOWER and -r["delta_pct"] > fail_under_pct)
+            or (r["verdict"] in (FAILED_IN_B, ONLY_IN_A) and r["a_images_per_s"] is not None)]
+
+
+def kind(a_records: list[query.Record], b_records: list[query.Record]) -> str:
+    """`A/A` when both sides are the same tree and the same cases on the same hardware, unaltered."""
+    same_tree = {(r.full_commit, r.dirty) for r in a_records} == {(r.full_commit, r.dirty) for r in b_records}
+    same_cases = {r.case_id for r in a_records} == {r.case_id for r in b_records}
+    slowed = any(r.data.get("injected_slowdown_pct") for r in a_records + b_records)
+    return "A/A" if same_tree and same_cases and _hardware(a_records) == _hardware(b_records) and not slowed else "A/B"
+
+
+def to_json(rows: list[dict], a_label: str, b_label: str, kind_: str) -> dict:
+    keep = ("case", "sweep", "a_images_per_s", "b_images_per_s", "delta_pct", "noise_pct", "verdict", "note",
+            "a_file", "b_file")
+    return {"a": a_label, "b": b_label, "kind": kind_, "cases": [{k: r.get(k) for k in keep} for r in rows]}
+
+
+def write_json(path: str | Path, doc: dict) -> None:
+    Path(path).parent.mkdir(parents=True, exist_ok=True)
+    Path(path).write_text(json.dumps(doc, indent=1) + "\n")
+
+
+def _num(x):
+    return "-" if x is None else f"{x:,.1f}"
 
 
 def render(rows: list[dict], a_name: str, b_name: str) -> str:
-    if not rows:
-        return "no case is stored with status ok in both"
-    table = [[r["sweep"], r["case"], f"{r['a']:.1f}", f"{r['b']:.1f}", f"{r['change_pct']:+.1f}%", r["verdict"]]
-             for r in rows]
-    return tabulate(table, headers=["sweep", "case", f"images/s {a_name}", f"images/s {b_name}", "change", "verdict"],
-                    tablefmt="github", disable_numparse=True)
+    table = [[r["case"], _num(r["a_images_per_s"]), _num(r["b_images_per_s"]),
+              "-" if r["delta_pct"] is None else f"{r['delta_pct']:+.1f}%",
+              "-" if r["noise_pct"] is None else f"+-{r['noise_pct']:.1f}%", r["verdict"]] for r in rows]
+    return tabulate(table, headers=["case", "images/s a", "images/s b", "change", "noise (95%)", "verdict"],
+                    tablefmt="github", disable_numparse=True) + f"\n\na: {a_name}\nb: {b_name}"
 
 
-def load_ref(ref: str, root: Path) -> list[dict]:
-    loaded = results.load(resolve(ref, root))
-    results.warn_problems(loaded.problems)
-    return loaded.records
-
-
-def history(case_ref: str, records: list[dict]) -> list[list]:
-    """That case in every stored commit, oldest first."""
+def history(case_ref: str, records: list[query.Record]) -> list[list]:
+    """That case in every stored run, oldest first."""
     rows = []
-    for r in sorted(records, key=lambda r: r.get("started_at", "")):
-        if r["case_id"] == case_ref or r["case_id"].startswith(case_ref):
-            m = r.get("metrics") or {}
-            rows.append([r.get("started_at", ""), r["commit_folder"], r["machine"], r["sweep"], r["status"],
-                         f"{m['images_per_s']:.1f}" if r["status"] == "ok" else "-",
-                         f"{m['spread_pct']:.1f}%" if r["status"] == "ok" else "-"])
+    for r in sorted(records, key=lambda r: (r.started_at, r.run_id)):
+        if r.case_id == case_ref or r.case_id.startswith(case_ref):
+            m = r.data.get("metrics") or {}
+            ci = m.get("images_per_s_ci95")
+            rows.append([r.started_at, r.commit, r.run_id, r.machine, r.sweep, r.status,
+                         f"{m['images_per_s']:.1f}" if r.ok else "-",
+                         (f"{ci[0]:.1f}-{ci[1]:.1f}" if ci else f"windows' spread {m['spread_pct']:.1f}%") if r.ok else "-"])
     return rows

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from . import flops
 
-INPUT_BOUND_PCT = 10.0   # a step that waits this long for data is held back by its input
+INPUT_BOUND_PCT = 10.0   # a device that sits idle this long waiting for batches is held back by its input
 COMM_BOUND_PCT = 10.0    # this much un-hidden all-reduce time bounds a DDP step
 GPU_BUSY_PCT = 90.0      # NVML's utilisation at or above this: the GPU had no idle time to give
 
@@ -40,9 +40,10 @@ def diagnose(record: dict, peak: dict | None = None) -> dict:
         return {}
     case, m, ranks = record["case"], record["metrics"], record["ranks"]
     wait = m["data_wait_pct"]
+    stall = m.get("input_stall_pct")  # the device's own idle time for input; older records lack it
     comm = exposed_comm_pct(ranks)
-    out = {"data_wait_pct": wait, "comm_exposed_pct": comm,
-           "compute_pct": max(0.0, 100.0 - wait - (comm or 0.0)),
+    out = {"data_wait_pct": wait, "input_stall_pct": stall, "comm_exposed_pct": comm,
+           "compute_pct": max(0.0, 100.0 - (wait if stall is None else stall) - (comm or 0.0)),
            "harness_overhead_pct": harness_overhead_pct(ranks), "gpu": gpu_util(ranks)}
     if not case.get("loader_only"):
         per_image = flops.training_flops_per_image(case["model"], case["image_size"], case["num_classes"])
@@ -58,7 +59,10 @@ def diagnose(record: dict, peak: dict | None = None) -> dict:
 def verdict(case: dict, d: dict) -> tuple[str, str]:
     if case.get("loader_only"):
         return "loader-only", "no model ran: this is the loader's ceiling"
-    wait, comm = d["data_wait_pct"], d["comm_exposed_pct"]
+    stall, comm = d.get("input_stall_pct"), d["comm_exposed_pct"]
+    # the device's idle time for input decides; records from before it was measured fall back to
+    # the host's wait, and say so, since the host can wait while queued GPU work keeps the GPU busy
+    wait, whose = (stall, "the device sat idle") if stall is not None else (d["data_wait_pct"], "the host waited (older record)")
     util = [g["gpu_util_pct"]["mean"] for g in d["gpu"].values()] if d["gpu"] else []
     util_text = f", GPU busy {min(util):.0f}% of samples" if util else ""
     if wait >= INPUT_BOUND_PCT and wait >= (comm or 0):
@@ -66,9 +70,10 @@ def verdict(case: dict, d: dict) -> tuple[str, str]:
         if case.get("loader") == "dali" and case.get("dali_device") == "mixed" and util and min(util) >= GPU_BUSY_PCT:
             # the GPU never idled: the pipeline's GPU stage queued behind training, not the CPU
             shared = "; DALI decodes on the same GPU, which training keeps busy"
-        return "input-bound", f"steps waited {wait:.0f}% of the window for data{util_text}{shared}"
+        return "input-bound", f"{whose} {wait:.0f}% of the window for input{util_text}{shared}"
     if comm is not None and comm >= COMM_BOUND_PCT:
         return "communication-bound", f"gradient sync adds {comm:.0f}% to the step (no-sync window){util_text}"
     mfu = d.get("mfu_pct")
-    return "compute-bound", (f"data wait {wait:.0f}%" + (f", exposed sync {comm:.0f}%" if comm is not None else "")
+    return "compute-bound", (f"{'input stall' if stall is not None else 'host data wait'} {wait:.0f}%"
+                             + (f", exposed sync {comm:.0f}%" if comm is not None else "")
                              + (f", MFU {mfu:.0f}%" if mfu is not None else "") + util_text)

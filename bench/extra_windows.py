@@ -15,22 +15,23 @@ from . import precision
 from .context import synchronize
 
 
-def run(case, ctx, trainer, batches, timer) -> dict:
+def run(case, ctx, trainer, batches, timer, steps: int) -> dict:
+    """`steps`: the measured windows' step count, so these windows are as long as those."""
     from .worker import timed_window
     out = {}
     if case.strategy == "ddp" and ctx.world_size > 1 and not case.loader_only:
         trainer.force_no_sync = True
         try:
-            window, _, _ = timed_window(trainer, batches, timer, case.steps)
+            window, _, _, _ = timed_window(trainer, batches, timer, steps)
         finally:
             trainer.force_no_sync = False
         out["no_sync_window_s"] = window
     if case.overhead_check:
-        out["minimal_window_s"] = minimal_loop(case, ctx, trainer, next(batches))
+        out["minimal_window_s"] = minimal_loop(case, ctx, trainer, next(batches), steps)
     return out
 
 
-def minimal_loop(case, ctx, trainer, batch) -> float:
+def minimal_loop(case, ctx, trainer, batch, steps: int) -> float:
     """The nanoGPT-style loop on one batch, synchronised at both edges: the harness-free time."""
     images, labels = batch
     model, optimizer, scaler = trainer.strategy.model, trainer.optimizer, trainer.scaler
@@ -39,7 +40,7 @@ def minimal_loop(case, ctx, trainer, batch) -> float:
         dist.barrier()
     synchronize(ctx)
     t0 = time.perf_counter()
-    for _ in range(case.steps):
+    for _ in range(steps):
         with precision.autocast(case.precision, ctx.device.type):
             loss = criterion(model(images), labels)
         scaler.scale(loss).backward()

@@ -204,6 +204,7 @@ def summarise(case: Case, ranks: list[dict]) -> dict:
     m["first_step_s"] = max(r["first_step_s"] for r in ranks)
     m["allreduce_calls_per_step"] = ranks[0].get("allreduce_calls_per_step")
     m["compute_dtypes"] = {k: v for r in ranks for k, v in r.get("compute_dtypes", {}).items()}
+    m["steps_per_window"] = ranks[0].get("steps_per_window")
     m["global_batch"] = case.global_batch
     m["images_per_step"] = case.images_per_step
     return m

@@ -18,12 +18,23 @@ def _ok(records):
     return [r for r in records if r["status"] == "ok" and not r["case"].get("loader_only")]
 
 
-def scaling(records: list[dict], out: Path) -> Path | None:
+def _error(r: dict) -> tuple[float, float]:
+    """Distances from the figure to its 95% interval's ends (0 where none is stored)."""
+    m = r["metrics"]
+    ci = m.get("images_per_s_ci95")
+    return (m["images_per_s"] - ci[0], ci[1] - m["images_per_s"]) if ci else (0.0, 0.0)
+
+
+def _title(text: str, where: tuple) -> str:
+    return f"{text}\n{where[0]}, commit {where[1]}; bars: 95% interval" if where else text
+
+
+def scaling(records: list[dict], out: Path, where: tuple = ()) -> Path | None:
     lines = defaultdict(dict)
     for r in sorted(_ok(records), key=lambda r: r.get("started_at", "")):
         c = r["case"]
         label = f"{c['name']} ({c['strategy']}, {c['precision']}{', NHWC' if c['channels_last'] else ''}, bs {c['batch_size']}/GPU)"
-        lines[label][c["gpus"]] = r["metrics"]["images_per_s"]
+        lines[label][c["gpus"]] = r
     lines = {k: v for k, v in lines.items() if len(v) > 1 and 1 in v}
     if not lines:
         return None
@@ -31,35 +42,44 @@ def scaling(records: list[dict], out: Path) -> Path | None:
     for i, (label, pts) in enumerate(sorted(lines.items())):
         xs = sorted(pts)
         colour = f"C{i % 10}"
-        ax.plot(xs, [pts[x] for x in xs], "o-", color=colour, label=label)
-        ax.plot(xs, [pts[1] * x for x in xs], ":", color=colour, alpha=0.6)
+        ys = [pts[x]["metrics"]["images_per_s"] for x in xs]
+        err = list(zip(*[_error(pts[x]) for x in xs]))
+        ax.errorbar(xs, ys, yerr=err, fmt="o-", color=colour, label=label, capsize=3)
+        ax.plot(xs, [ys[0] * x for x in xs], ":", color=colour, alpha=0.6)
     ax.set_xlabel("GPUs")
     ax.set_ylabel("images/s (global)")
-    ax.set_title("Throughput against GPUs (dotted: linear scaling from one GPU)")
+    ax.set_title(_title("Throughput against GPUs (dotted: linear scaling from one GPU)", where))
     ax.set_xticks(sorted({x for pts in lines.values() for x in pts}))
     ax.legend(fontsize=7)
     ax.grid(alpha=0.3)
     return _save(fig, out / "scaling.png")
 
 
-def baseline_vs_optimized(records: list[dict], out: Path, optimized: str = "seed-optimized") -> Path | None:
-    rows = report.seed_rows(records, optimized=optimized)
-    if not any(r[3] != "-" for r in rows):
+def baseline_vs_optimized(records: list[dict], out: Path, optimized: str = "seed-optimized", where: tuple = ()) -> Path | None:
+    base, opt = report._by_name_and_gpus(records, "seed-baseline"), report._by_name_and_gpus(records, optimized)
+    if not opt:
         return None
+    counts = sorted(set(base) | set(opt))
     fig, ax = plt.subplots(figsize=(7, 4.5))
-    xs = range(len(rows))
-    base = [float(r[2]) if r[2] != "-" else 0 for r in rows]
-    opt = [float(r[3]) if r[3] != "-" else 0 for r in rows]
-    ax.bar([x - 0.2 for x in xs], base, width=0.4, label="baseline")
-    ax.bar([x + 0.2 for x in xs], opt, width=0.4, label=optimized)
-    ax.set_xticks(list(xs), [f"{r[0]} GPU(s)\nbatch {r[1]}" for r in rows])
-    ax.set_ylabel("samples/s")
-    ax.set_title(f"Baseline against {optimized}")
+    labelled = set()
+    for offset, table, label in ((-0.2, base, "baseline"), (0.2, opt, optimized)):
+        for x, n in enumerate(counts):
+            r = table.get(n)
+            if r is None:  # a case that was not run is marked, never drawn as zero
+                ax.text(x + offset, 0, "not run", rotation=90, ha="center", va="bottom", fontsize=8)
+                continue
+            ax.bar(x + offset, r["metrics"]["images_per_s"], width=0.4, color="C0" if offset < 0 else "C1",
+                   yerr=[[e] for e in _error(r)], capsize=3, label=None if label in labelled else label)
+            labelled.add(label)
+    batches = [(base.get(n) or opt.get(n))["metrics"]["global_batch"] for n in counts]
+    ax.set_xticks(range(len(counts)), [f"{n} GPU(s)\nbatch {b}" for n, b in zip(counts, batches)])
+    ax.set_ylabel("images/s (global)")
+    ax.set_title(_title(f"Baseline against {optimized}", where))
     ax.legend()
     return _save(fig, out / f"baseline-vs-{optimized}.png")
 
 
-def ablation_waterfall(records: list[dict], out: Path) -> Path | None:
+def ablation_waterfall(records: list[dict], out: Path, where: tuple = ()) -> Path | None:
     steps = {}
     for r in sorted(_ok(records), key=lambda r: r.get("started_at", "")):
         m = re.match(r"ablation-(\d\d)-(.+)", r["case"]["name"])
@@ -79,7 +99,7 @@ def ablation_waterfall(records: list[dict], out: Path) -> Path | None:
         prev = v
     ax.set_xticks(range(len(labels)), labels, rotation=40, ha="right", fontsize=8)
     ax.set_ylabel("images/s (global)")
-    ax.set_title("Ablation: each change added to the previous (green: faster, red: slower)")
+    ax.set_title(_title("Ablation: each change added to the previous (green: faster, red: slower)", where))
     return _save(fig, out / "ablation.png")
 
 
@@ -91,7 +111,8 @@ def _save(fig, path: Path) -> Path:
     return path
 
 
-def write_all(records: list[dict], out: Path) -> list[Path]:
-    made = [scaling(records, out), baseline_vs_optimized(records, out),
-            baseline_vs_optimized(records, out, optimized="best"), ablation_waterfall(records, out)]
+def write_all(records: list[dict], out: Path, where: tuple = ()) -> list[Path]:
+    """Every plot the records support; `where` = (machine, commit) for the titles."""
+    made = [scaling(records, out, where), baseline_vs_optimized(records, out, where=where),
+            baseline_vs_optimized(records, out, optimized="best", where=where), ablation_waterfall(records, out, where)]
     return [p for p in made if p]

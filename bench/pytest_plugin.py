@@ -1,9 +1,15 @@
 """pytest-benchmark front end: `pytest --benchmark-only` runs the suite's sweeps as parametrized
-benchmark tests, one pedantic round around each case's own measured run.
+benchmark tests. Each case runs in its own fresh processes as in a sweep; what pytest-benchmark
+stores and compares is built from the measured windows, one value per window: seconds per image
+(the slowest rank's window over every rank's images). So its mean is the inverse of throughput,
+its OPS column is images/s, and `--benchmark-compare-fail=mean:5%` fails on a throughput
+regression of about 5%, never on start-up, compilation or warm-up time.
 
 BENCH_SWEEPS (comma-separated sweep names; default: the `make bench` set where a GPU is visible,
 `smoke` where none is), BENCH_MAX_GPUS (GPU counts to plan for, default 4: larger cases are skipped
-with the reason) and BENCH_RESULTS (results root) steer it. A plain `pytest` skips these tests.
+with the reason), BENCH_RESULTS (results root), BENCH_PROCESSES (fresh processes per case, default 1)
+and BENCH_FLOOR_PROCESSES (processes of the noise-floor reference at the session's start, default 0)
+steer it. A plain `pytest` skips these tests.
 """
 from __future__ import annotations
 
@@ -47,12 +53,17 @@ def bench_session(request):
     """What every benchmark test shares: the environment once, the store, one-GPU figures."""
     if not request.config.getoption("benchmark_only", False):
         pytest.skip("the benchmark sweep runs with `pytest --benchmark-only`")
-    from .runner import machine_peak
-    env = envmod.collect()
+    from .runner import Run, machine_peak
     store = results.Store(os.environ.get("BENCH_RESULTS", results.DEFAULT_ROOT))
+    run = Run(store, processes=int(os.environ.get("BENCH_PROCESSES", "1")))
+    run.manifest["sweeps"].append("pytest-benchmark")
     visible = envmod.visible_gpu_count()
-    peak = machine_peak(store, env, "cuda" if visible else "cpu")
-    return {"env": env, "store": store, "peak": peak, "one_gpu": {}, "visible": visible, "data_ready": set()}
+    device = "cuda" if visible else "cpu"
+    run.measure_floor(sweeps.noise_reference(device), int(os.environ.get("BENCH_FLOOR_PROCESSES", "0")))
+    peak = machine_peak(store, run.env, device)
+    yield {"env": run.env, "run": run, "store": store, "peak": peak, "one_gpu": {}, "visible": visible,
+           "data_ready": set()}
+    run.finish()
 
 
 def _ensure_data(case, session) -> None:
@@ -69,18 +80,33 @@ def _ensure_data(case, session) -> None:
     session["data_ready"].add(case.data_dir)
 
 
+def seconds_per_image(record: dict) -> list[float]:
+    """One value per measured window of every process: the inverse of that window's images/s."""
+    return [1.0 / ips for p in record.get("processes") or [] for ips in (p.get("images_per_s_repeats") or [])]
+
+
+def feed_benchmark(benchmark, values: list[float]) -> None:
+    """Give pytest-benchmark the windows' seconds per image as its rounds (in place of timing a call)."""
+    benchmark._mode = "windows of the suite's own measured loop"  # the fixture counts as used once
+    stats = benchmark._make_stats(1)
+    for v in values:
+        stats.update(v)
+
+
 def run_benchmark(benchmark, bench_sweep, bench_case, bench_session) -> dict:
-    from .launch import run_case
-    from .runner import assemble
+    from .runner import assemble, measure
     case = bench_case
     if case.device == "cuda" and case.gpus > bench_session["visible"]:
         pytest.skip(f"needs {case.gpus} GPU(s); {bench_session['visible']} visible")
     _ensure_data(case, bench_session)
     started = datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")
-    out = {}
-    benchmark.pedantic(lambda: out.update(run_case(case)), rounds=1, iterations=1, warmup_rounds=0)
-    record = assemble(case, out, bench_sweep, bench_session["env"], started, bench_session["peak"])
+    run = bench_session["run"]
+    out = measure(case, run.processes, run.floor)
+    record = assemble(case, out, bench_sweep, bench_session["env"], started, bench_session["peak"], run.run_id)
     bench_session["store"].save(record)
+    benchmark.group = f"{bench_sweep}: OPS = images/s (values: seconds per image, one per measured window)"
+    if record["status"] == "ok":
+        feed_benchmark(benchmark, seconds_per_image(record))
     m = record["metrics"]
     info = {"status": record["status"], "reason": record["reason"], "case_id": case.case_id,
             "case": case.to_dict(), "sweep": bench_sweep}
@@ -91,7 +117,8 @@ def run_benchmark(benchmark, bench_sweep, bench_case, bench_session) -> dict:
         one = bench_session["one_gpu"].get(key)
         info.update(verdict=record["diagnosis"].get("verdict"), mfu_pct=record["diagnosis"].get("mfu_pct"),
                     images_per_s=m["images_per_s"], images_per_s_per_gpu=m["images_per_s_per_gpu"],
-                    spread_pct=m["spread_pct"], data_wait_pct=m["data_wait_pct"],
+                    images_per_s_ci95=m.get("images_per_s_ci95"), spread_pct=m["spread_pct"],
+                    data_wait_pct=m["data_wait_pct"], input_stall_pct=m.get("input_stall_pct"),
                     scaling_efficiency_pct=stats.scaling_efficiency(m["images_per_s"], case.gpus, one) if one else None)
     benchmark.extra_info.update(info)
     if record["status"] == "skipped":

@@ -10,11 +10,12 @@ import threading
 import time
 
 from . import env as envmod
+from . import stats
 from .case import Case
 from .diagnose import diagnose
 from .launch import DistArgs, run_case
 from .peak import load_or_measure
-from .results import SCHEMA, Store, commit_folder
+from .results import DEFINITIONS, SCHEMA, Store, commit_folder, new_run_id
 
 
 class NotEnoughGPUs(SystemExit):
@@ -53,17 +54,106 @@ def machine_peak(store: Store, env: dict, device: str) -> dict:
     return load_or_measure(store.root / envmod.machine_slug(env), device, env)
 
 
-def assemble(case: Case, result: dict, sweep: str, env: dict, started_at: str, peak: dict) -> dict:
+def assemble(case: Case, result: dict, sweep: str, env: dict, started_at: str, peak: dict, run_id: str) -> dict:
     record = {
-        "schema": SCHEMA, "sweep": sweep, "case_id": case.case_id, "case": case.to_dict(),
+        "schema": SCHEMA, "definitions": DEFINITIONS, "run_id": run_id, "processes": result.get("processes", []),
+        "sweep": sweep, "case_id": case.case_id, "case": case.to_dict(),
         "status": result["status"], "reason": result.get("reason", ""),
         "machine": envmod.machine_slug(env), "commit_folder": commit_folder(env), "env": env,
         "started_at": started_at, "wall_s": result.get("wall_s"), "metrics": result.get("metrics", {}),
         "ranks": result.get("ranks", []), "stderr_tail": result.get("stderr_tail", []),
         "launch_command": result.get("command", ""),
     }
+    slowdown = {r.get("injected_slowdown_pct") for r in record["ranks"]} - {None, 0, 0.0}
+    if slowdown:  # a deliberately slowed run (a test of the comparison) says so in every record
+        record["injected_slowdown_pct"] = max(slowdown)
     record["diagnosis"] = diagnose(record, peak)
     return record
+
+
+def process_summary(result: dict) -> dict:
+    """What a record keeps of each fresh process: its figure and its windows."""
+    m = result.get("metrics") or {}
+    return {"status": result["status"], "images_per_s": m.get("images_per_s"),
+            "images_per_s_repeats": m.get("images_per_s_repeats"), "input_stall_pct": m.get("input_stall_pct"),
+            "data_wait_pct": m.get("data_wait_pct"), "wall_s": result.get("wall_s"),
+            "windows_s": [r.get("windows_s") for r in result.get("ranks", [])]}
+
+
+def measure(case: Case, processes: int, floor: dict | None, dist: DistArgs = DistArgs()) -> dict:
+    """The case in `processes` fresh process sets, one after another. Its figure is the median of
+    theirs, with the 95% interval of stats.ci95; the first that fails decides the case's status."""
+    runs = []
+    for i in range(processes):
+        result = run_case(case, dist)
+        runs.append(result)
+        if result["status"] != "ok":
+            if processes > 1:
+                result["reason"] = f"process {i + 1} of {processes}: {result['reason']}"
+            break
+    last = runs[-1]
+    wall = sum(r["wall_s"] for r in runs)
+    summaries = [process_summary(r) for r in runs]
+    if last["status"] != "ok":
+        return {**last, "wall_s": wall, "processes": summaries}
+    metrics = stats.combine_processes([r["metrics"] for r in runs], floor, case.gpus)
+    return {**runs[metrics["median_process"]], "metrics": metrics, "wall_s": wall, "processes": summaries}
+
+
+class Run:
+    """One invocation of the suite: its id, environment, processes per case and the machine's
+    process-to-process noise floor, measured in the same run and kept in its manifest."""
+
+    def __init__(self, store: Store, dist: DistArgs = DistArgs(), processes: int = 1, out=sys.stdout):
+        if processes < 1:
+            raise ValueError(f"processes={processes} must be >= 1")
+        self.store, self.dist, self.processes, self.out = store, dist, processes, out
+        self.env = envmod.collect()
+        self.run_id = new_run_id()
+        self.machine, self.commit = envmod.machine_slug(self.env), commit_folder(self.env)
+        self.floor = None
+        self.stores = dist.nnodes == 1 or dist.node_rank == 0
+        self.manifest = {"run_id": self.run_id, "machine": self.machine, "commit_folder": self.commit,
+                         "started_at": _now(), "processes": processes, "sweeps": [], "noise_floor": None,
+                         "noise_floor_end": None, "env": self.env}
+
+    def save(self) -> None:
+        if self.stores:
+            self.store.save_run(self.manifest)
+
+    def measure_floor(self, reference: Case, n: int, at: str = "start") -> dict | None:
+        """The reference case in n fresh processes; their spread is this run's noise floor."""
+        if n < 2:
+            return None
+        print(f"noise floor ({at} of run {self.run_id}): {reference.case_id} in {n} fresh processes",
+              file=self.out, flush=True)
+        figures, reason = [], ""
+        for _ in range(n):
+            r = run_case(reference, self.dist)
+            if r["status"] != "ok":
+                reason = f"{r['status']}: {r['reason']}"
+                break
+            figures.append(r["metrics"]["images_per_s"])
+        floor = {**stats.noise_floor(figures), "case_id": reference.case_id, "case": reference.to_dict()} \
+            if len(figures) == n else {"error": reason or "not measured", "case_id": reference.case_id}
+        key = "noise_floor" if at == "start" else "noise_floor_end"
+        self.manifest[key] = floor
+        if at == "start" and "rel_sd" in floor:
+            self.floor = floor
+        print("  " + (f"{n} processes: {', '.join(f'{x:,.1f}' for x in figures)} images/s, "
+                      f"process-to-process sd {100 * floor['rel_sd']:.2f}%" if "rel_sd" in floor
+                      else f"not measured ({floor['error']}); intervals then come from each case's own processes"),
+              file=self.out, flush=True)
+        self.save()
+        return floor
+
+    def finish(self, interrupted: bool = False) -> None:
+        self.manifest.update(finished_at=_now(), interrupted=interrupted)
+        self.save()
+
+
+def _now() -> str:
+    return datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")
 
 
 def _fmt_s(s: float) -> str:
@@ -75,8 +165,13 @@ def summary_line(record: dict) -> str:
     if record["status"] != "ok":
         return f"  {record['status']}: {record['reason']}"
     d = record.get("diagnosis") or {}
-    return (f"  ok: {m['images_per_s']:,.1f} images/s ({m['images_per_s_per_gpu']:,.1f} per GPU), "
-            f"spread {m['spread_pct']:.1f}%, data wait {m['data_wait_pct']:.1f}%, "
+    ci = m.get("images_per_s_ci95")
+    unit = "GPU" if record["case"]["device"] == "cuda" else "rank"
+    noise = (f"95% interval {ci[0]:,.1f}-{ci[1]:,.1f} ({m.get('processes', 1)} process(es))" if ci
+             else f"no interval (1 process, no noise floor); windows' spread {m['spread_pct']:.1f}%")
+    stall = m.get("input_stall_pct")
+    return (f"  ok: {m['images_per_s']:,.1f} images/s ({m['images_per_s_per_gpu']:,.1f} per {unit}), {noise}, "
+            + (f"input stall {stall:.1f}%, " if stall is not None else f"data wait {m['data_wait_pct']:.1f}%, ") +
             f"step {m['step_time_median_s'] * 1000:.1f} ms, case {record['wall_s']:.0f} s"
             + (f"; {d['verdict']}: {d['evidence']}" if d.get("verdict") else ""))
 
@@ -104,18 +199,23 @@ def terminate_as_interrupt():
 
 
 def run_cases(cases: list[Case], sweep: str, store: Store, dist: DistArgs = DistArgs(),
-              resume: bool = False, out=sys.stdout, measured: dict | None = None) -> list[dict]:
+              resume: bool = False, out=sys.stdout, measured: dict | None = None, run: Run | None = None) -> list[dict]:
     """Run each case in fresh processes and store it. `measured` (case id -> record) carries the
-    cases an earlier sweep of the same invocation ran, so an identical case is not run twice."""
-    env = envmod.collect()
+    cases an earlier sweep of the same invocation ran, so an identical case is not run twice.
+    `run` is the invocation this sweep belongs to (one is made, with no noise floor, if none is given)."""
+    run = run or Run(store, dist, out=out)
+    env = run.env
     check_gpus(cases, envmod.visible_gpu_count(), dist)
     check_data(cases)
-    stores = dist.nnodes == 1 or dist.node_rank == 0
-    machine, commit = envmod.machine_slug(env), commit_folder(env)
+    stores = run.stores
+    machine, commit = run.machine, run.commit
     device = "cuda" if any(c.device == "cuda" for c in cases) else "cpu"
     peak = machine_peak(store, env, device)
-    print(f"sweep {sweep!r}: {len(cases)} case(s) on {machine}, commit {commit}, "
-          f"results in {store.sweep_dir(machine, commit, sweep)}", file=out, flush=True)
+    run.manifest["sweeps"].append(sweep)
+    run.save()
+    print(f"sweep {sweep!r}: {len(cases)} case(s) on {machine}, commit {commit}, run {run.run_id}, "
+          f"{run.processes} process(es) per case, results in {store.sweep_dir(machine, commit, sweep)}",
+          file=out, flush=True)
     records, t0, done = [], time.monotonic(), 0
 
     def keep(record: dict) -> None:
@@ -141,9 +241,9 @@ def run_cases(cases: list[Case], sweep: str, store: Store, dist: DistArgs = Dist
             eta = f", about {_fmt_s(elapsed / done * (len(cases) - i + 1))} left" if done else ""
             print(f"[{i}/{len(cases)}] {case.case_id} (elapsed {_fmt_s(elapsed)}{eta})", file=out, flush=True)
             started = datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")
-            result = run_case(case, dist)
+            result = measure(case, run.processes, run.floor, dist)
             done += 1
-            keep(assemble(case, result, sweep, env, started, peak))
+            keep(assemble(case, result, sweep, env, started, peak, run.run_id))
             if measured is not None:
                 measured[case.case_id] = records[-1]
             print(summary_line(records[-1]), file=out, flush=True)

@@ -1,6 +1,7 @@
 """Pure throughput maths: no torch, no I/O, so it can be checked by hand-computed numbers."""
 from __future__ import annotations
 
+import math
 import statistics
 
 
@@ -45,7 +46,11 @@ def merge_ranks(ranks: list[dict], gpus: int) -> dict:
                   for i in range(repeats)]
     s = spread(per_repeat)
     wait_pct = [100.0 * sum(r["data_wait_s"]) / sum(r["windows_s"]) for r in ranks]
+    stall_pct = [100.0 * sum(r["input_stall_s"]) / sum(r["windows_s"]) for r in ranks if r.get("input_stall_s") is not None]
     return {
+        "input_stall_pct": max(stall_pct) if stall_pct else None,
+        "input_stall_pct_per_rank": stall_pct or None,
+        "window_rel_se": relative_standard_error(per_repeat),
         "images_per_s": s["median"],
         "images_per_s_per_gpu": s["median"] / gpus,
         "images_per_s_repeats": per_repeat,
@@ -71,3 +76,71 @@ def improvement_pct(baseline: float, optimized: float) -> float:
     if baseline <= 0:
         raise ValueError("baseline must be positive")
     return 100.0 * (optimized - baseline) / baseline
+
+
+def relative_standard_error(values: list[float]) -> float:
+    """Standard error of the mean of `values`, relative to that mean (0 for a single value)."""
+    if len(values) < 2:
+        return 0.0
+    return statistics.stdev(values) / statistics.fmean(values) / math.sqrt(len(values))
+
+
+# two-sided 95% quantiles of Student's t, by degrees of freedom (larger df: the next smaller entry)
+_T975 = {1: 12.706, 2: 4.303, 3: 3.182, 4: 2.776, 5: 2.571, 6: 2.447, 7: 2.365, 8: 2.306, 9: 2.262,
+         10: 2.228, 12: 2.179, 15: 2.131, 20: 2.086, 30: 2.042, 60: 2.000, 120: 1.980}
+
+
+def t975(df: int) -> float:
+    if df < 1:
+        raise ValueError("at least one degree of freedom is needed")
+    return _T975[max(k for k in _T975 if k <= df)]
+
+
+def noise_floor(images_per_s: list[float]) -> dict:
+    """Process-to-process noise of one reference case: each value from its own fresh process."""
+    if len(images_per_s) < 2:
+        raise ValueError("a noise floor needs at least two processes")
+    return {"images_per_s": list(images_per_s), "n": len(images_per_s),
+            "rel_sd": statistics.stdev(images_per_s) / statistics.fmean(images_per_s)}
+
+
+def ci95(process_figures: list[float], window_rel_se: list[float], floor: dict | None) -> list[float] | None:
+    """95% interval, in images/s, for a case measured in K fresh processes.
+
+    Between-process variance (relative) is pooled from the run's noise floor (n_f processes of a
+    reference case) and, where K >= 2, the case's own K figures; each process's own window-to-window
+    standard error is added on top, since a loader's stalls can make one case noisier than the
+    reference. Half-width = t(0.975, df) * sqrt(between / K + mean(window_se^2) / K) * median,
+    df = (n_f - 1) + (K - 1). None when df = 0: one process and no floor cannot be judged.
+    """
+    k = len(process_figures)
+    if k == 0:
+        raise ValueError("no process figures")
+    center = statistics.median(process_figures)
+    df_case = k - 1
+    case_var = (statistics.stdev(process_figures) / statistics.fmean(process_figures)) ** 2 if k > 1 else 0.0
+    df_floor = floor["n"] - 1 if floor else 0
+    floor_var = floor["rel_sd"] ** 2 if floor else 0.0
+    df = df_case + df_floor
+    if df < 1:
+        return None
+    between = (df_floor * floor_var + df_case * case_var) / df
+    within = statistics.fmean(se ** 2 for se in window_rel_se) if window_rel_se else 0.0
+    half = t975(df) * math.sqrt(between / k + within / k) * center
+    return [center - half, center + half]
+
+
+def combine_processes(per_process: list[dict], floor: dict | None, gpus: int) -> dict:
+    """One case's metrics from K fresh processes: the median process stands for the case (its
+    diagnosis, memory, step times), its figure is the median of the K, and the interval is ci95's."""
+    if not per_process:
+        raise ValueError("no processes")
+    figs = [m["images_per_s"] for m in per_process]
+    order = sorted(range(len(figs)), key=lambda i: figs[i])
+    middle = order[(len(figs) - 1) // 2]
+    merged = dict(per_process[middle])
+    center = statistics.median(figs)
+    merged.update(images_per_s=center, images_per_s_per_gpu=center / gpus,
+                  images_per_s_processes=figs, processes=len(figs), median_process=middle,
+                  images_per_s_ci95=ci95(figs, [m.get("window_rel_se", 0.0) for m in per_process], floor))
+    return merged

@@ -2,17 +2,21 @@
 `name` field says which recipe made it and re-running the sweep reproduces it."""
 from __future__ import annotations
 
-from .case import Case
+from .case import AUTO, Case
 
-# ResNet-50 training as the articles measure it: 224 px crops, 256 images per GPU
-GPU_BASE = Case(device="cuda", batch_size=256, image_size=224, warmup_steps=5, steps=15, repeats=3,
-                timeout_s=600.0)
+# ResNet-50 training as the articles measure it: 224 px crops, 256 images per GPU. Windows are
+# bounded by time (at least 2 s each, three of them), not by a fixed step count, so a step's
+# jitter never decides a figure however fast the configuration is
+GPU_BASE = Case(device="cuda", batch_size=256, image_size=224, warmup_steps=5, steps=5, min_window_s=2.0,
+                repeats=3, timeout_s=600.0)
 # The GPU-less path: the same code on tiny images, gloo for DDP, so a newcomer sees it all work
 CPU_BASE = Case(device="cpu", batch_size=8, image_size=64, warmup_steps=2, steps=4, repeats=2,
                 timeout_s=300.0)
 
 ARTICLE_ACCUMULATION = 8  # the first article accumulates over 8 micro-batches
-TORCH_LOADER_STEPS = 45  # measured steps per window where the torch DataLoader feeds the model
+# each torch DataLoader worker hands over a whole batch at a time (about a second of decoding at 256
+# images), so its windows span several such rounds or one late round would decide the figure
+TORCH_LOADER_WINDOW_S = 5.0
 
 
 def gpu_counts(max_gpus: int) -> list[int]:
@@ -28,8 +32,9 @@ def _loader_knobs(base: Case, workers: int, pin: bool) -> dict:
     # data-loader knobs are set only where a DataLoader runs, so a label never claims them idly
     if base.loader != "torch":
         return {}
+    pin = pin and base.device == "cuda"  # page-locked copies mean nothing without a GPU
     return {"num_workers": workers, "pin_memory": pin, "non_blocking": pin,
-            "persistent_workers": workers > 0}
+            "persistent_workers": workers != 0}
 
 
 # --- recipes -----------------------------------------------------------------------------------
@@ -92,22 +97,19 @@ def accumulation(base: Case, gpus: int, mode: str) -> Case:
                         warmup_steps=2, steps=max(base.steps // ARTICLE_ACCUMULATION, 3))
 
 
-def loader_case(base: Case, gpus: int, loader: str, dali_device: str = "mixed", loader_only: bool = False,
-                cores: int | None = None) -> Case:
-    """DDP, bf16, NHWC, fed by one loader; torch gets the machine's cores as workers, spread over ranks."""
-    per_rank = max(1, (cores or os_cores()) // gpus)
+def loader_case(base: Case, gpus: int, loader: str, dali_device: str = "mixed", loader_only: bool = False) -> Case:
+    """DDP, bf16, NHWC, fed by one loader whose workers or threads are the machine's cores shared
+    over the ranks (resolved when it runs, stored as a fact). A loader-only case runs no model, so
+    it has no precision; channels_last still sets the layout the loader delivers."""
     kw = {}
     if loader == "torch":
-        # each worker delivers a whole batch at a time (about a second of decoding at 256 images),
-        # so the window must span several of those rounds or one late round decides the figure
-        kw = dict(_loader_knobs(base.replace(loader="torch"), per_rank, True), steps=max(base.steps, TORCH_LOADER_STEPS))
+        kw = dict(_loader_knobs(base.replace(loader="torch"), AUTO, True),
+                  min_window_s=max(base.min_window_s, TORCH_LOADER_WINDOW_S))
     if loader == "dali":
-        # CPU decoding is bound by its threads: give each rank's pipeline its share of the cores
-        threads = per_rank if dali_device == "cpu" else base.dali_threads
-        kw = {"dali_device": dali_device, "dali_threads": threads}
+        kw = {"dali_device": dali_device, "dali_threads": AUTO}
     name = f"loader-{loader}" + (f"-{dali_device}" if loader == "dali" else "") + ("-only" if loader_only else "")
-    return base.replace(name=name, strategy="ddp", gpus=gpus, precision="bf16", channels_last=True,
-                        loader=loader, loader_only=loader_only, **kw)
+    return base.replace(name=name, strategy="ddp", gpus=gpus, precision="fp32" if loader_only else "bf16",
+                        channels_last=True, loader=loader, loader_only=loader_only, **kw)
 
 
 # --- sweeps ------------------------------------------------------------------------------------
@@ -184,10 +186,10 @@ def amp_sweep(max_gpus: int, base: Case = GPU_BASE) -> list[Case]:
             for p in precisions for cl in (False, True)]
 
 
-def ablation_steps(base: Case, gpus: int, cores: int | None = None) -> list[tuple[str, dict]]:
+def ablation_steps(base: Case, gpus: int) -> list[tuple[str, dict]]:
     """From the articles' baseline to the best, one change at a time; each entry adds to the last.
     Every knob the two articles name appears once."""
-    workers = max(1, (cores or os_cores()) - 2)  # the first article: logical cores minus one or two
+    workers = AUTO  # the first article: about the core count (resolved per machine when it runs)
     return [
         ("baseline", dict(strategy="dp", precision="fp32", loader="torch", num_workers=0,
                           cudnn_benchmark=DP_CUDNN_BENCHMARK)),
@@ -198,8 +200,7 @@ def ablation_steps(base: Case, gpus: int, cores: int | None = None) -> list[tupl
         ("dp-output-device", dict(dp_output_device=gpus - 1 if gpus > 1 else -1)),
         ("dp-loss-in-forward", dict(dp_loss_in_forward=True)),
         ("amp-fp16", dict(precision="fp16")),
-        ("ddp", dict(strategy="ddp", dp_device_selection="default", dp_output_device=-1, dp_loss_in_forward=False,
-                     num_workers=max(1, workers // gpus))),
+        ("ddp", dict(strategy="ddp", dp_device_selection="default", dp_output_device=-1, dp_loss_in_forward=False)),
         ("channels-last", dict(channels_last=True)),
         ("cudnn-benchmark", dict(cudnn_benchmark=True)),
         ("dali-mixed", dict(loader="dali", dali_device="mixed", num_workers=0, persistent_workers=False,
@@ -215,7 +216,7 @@ ABLATION_BEST_STEP = "dali-mixed"  # the best configuration: every change up to 
 
 def ablation_sweep(max_gpus: int, base: Case = GPU_BASE) -> list[Case]:
     """Cumulative changes from the baseline, then from the best each change removed alone."""
-    base = base.replace(strategy="dp", gpus=max_gpus, steps=12, repeats=2)
+    base = base.replace(strategy="dp", gpus=max_gpus, steps=3, repeats=2)
     cases, knobs, best_knobs = [], {}, None
     for i, (step, change) in enumerate(ablation_steps(base, max_gpus)):
         knobs.update(change)
@@ -226,17 +227,12 @@ def ablation_sweep(max_gpus: int, base: Case = GPU_BASE) -> list[Case]:
         "without-ddp": dict(strategy="dp", cudnn_benchmark=DP_CUDNN_BENCHMARK),
         "without-amp": dict(precision="fp32"),
         "without-channels-last": dict(channels_last=False),
-        "without-dali": dict(loader="torch", num_workers=max(1, ((os_cores() - 2) // max_gpus)), pin_memory=True,
-                             non_blocking=True, persistent_workers=True),
+        "without-dali": dict(loader="torch", num_workers=AUTO, pin_memory=True, non_blocking=True,
+                             persistent_workers=True),
     }
     for label, change in removals.items():
         cases.append(_dp_windowed(base.replace(name=f"ablation-best-{label}", **{**best_knobs, **change})))
     return cases
-
-
-def os_cores() -> int:
-    import os
-    return os.cpu_count() or 2
 
 
 def targets_sweep(max_gpus: int, base: Case = GPU_BASE) -> list[Case]:
@@ -256,9 +252,19 @@ def targets_sweep(max_gpus: int, base: Case = GPU_BASE) -> list[Case]:
 
 def tiny_sweep(max_gpus: int = 2, base: Case = CPU_BASE) -> list[Case]:
     """The pytest plugin's own check: two CPU cases and one that needs two GPUs."""
-    t = base.replace(model="resnet18", num_classes=10, batch_size=4, image_size=32, warmup_steps=1, steps=2,
-                     repeats=1, data_dir="")
+    t = base.replace(model="resnet18", num_classes=10, batch_size=4, image_size=32, warmup_steps=2, steps=2,
+                     min_window_s=0.3, repeats=3, data_dir="")
     return [single(t), ddp(t, 2, "fp32", False), GPU_BASE.replace(name="ddp", strategy="ddp", gpus=2)]
+
+
+def noise_reference(device: str, base: Case | None = None) -> Case:
+    """The case whose spread over fresh processes is a run's noise floor: the fastest plain
+    single-device set-up (fp16 + channels_last on a GPU, fp32 on the CPU), synthetic input."""
+    if device == "cuda":
+        return single(base or GPU_BASE, precision="fp16", channels_last=True).replace(name="noise-floor")
+    # on the CPU the floor measures the machine, not ResNet-50: a small model keeps it cheap
+    small = (base or CPU_BASE).replace(model="resnet18", num_classes=10, image_size=32, min_window_s=0.5)
+    return single(small, precision="fp32").replace(name="noise-floor")
 
 
 SWEEPS = {

@@ -43,3 +43,49 @@ class StepTimer:
         else:
             steps = [b - a for a, b in zip(self.marks, self.marks[1:])]
         return window, steps
+
+
+class InputStallProbe:
+    """How long the device sat idle waiting for each batch, read from the device's side.
+
+    An event is recorded on the device's stream just before the host asks the loader for a batch,
+    and one just after the batch arrives. On the stream, the time between the two is zero when the
+    host was ahead (the batch was ready before the device ran out of queued work) and grows by every
+    moment the device had nothing queued while the host waited; work the loader queues on the stream
+    itself (copies, normalisation) counts as input too. The host's own wait can overlap queued GPU
+    work, so it alone cannot say a case is input-bound. On the CPU there is no queue: the host's
+    wait is the stall.
+    """
+
+    def __init__(self, device):
+        self.device = device
+        self.cuda = device.type == "cuda"
+        self.active = False
+        self.pairs, self.host_s = [], 0.0
+
+    def fetch(self, batches):
+        if not self.active:
+            return next(batches)
+        if self.cuda:
+            stream = torch.cuda.current_stream(self.device)
+            before = torch.cuda.Event(enable_timing=True)
+            before.record(stream)
+            batch = next(batches)
+            after = torch.cuda.Event(enable_timing=True)
+            after.record(stream)
+            self.pairs.append((before, after))
+            return batch
+        t = time.perf_counter()
+        batch = next(batches)
+        self.host_s += time.perf_counter() - t
+        return batch
+
+    def start(self) -> None:
+        self.pairs, self.host_s, self.active = [], 0.0, True
+
+    def stop(self) -> float:
+        """Seconds of input stall in the window; call after the window's closing synchronisation."""
+        self.active = False
+        if self.cuda:
+            return sum(a.elapsed_time(b) for a, b in self.pairs) / 1000.0
+        return self.host_s

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import json
+import math
 import os
 import resource
 import sys
@@ -20,7 +21,12 @@ from . import extra_windows, loaders, precision, strategies
 from .case import Case
 from .context import RankContext, from_environment, synchronize
 from .gpu_sampler import sampler_for
-from .timing import StepTimer
+from .timing import InputStallProbe, StepTimer
+
+SLOWDOWN_VAR = "BENCH_INJECT_SLOWDOWN_PCT"
+"""Test of the comparison method only: every measured step is followed by an idle pause of this
+percentage of the warm-up's step time, so a run can be made slower on purpose. Stored with the record."""
+MAX_STEPS_PER_WINDOW = 100_000
 
 OOM_ERRORS = (getattr(torch, "OutOfMemoryError", torch.cuda.OutOfMemoryError), torch.cuda.OutOfMemoryError)
 
@@ -61,6 +67,8 @@ class Trainer:
         if case.compile:
             self.strategy.model = torch.compile(self.strategy.model, mode=case.compile)
         self.optimizer = torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9)
+        # after the strategy has placed the model: DataParallel may move the input device
+        self.input_probe = InputStallProbe(ctx.device)
         self.scaler = precision.grad_scaler(case.precision, ctx.device.type)
         self.last_loss = None
         self.force_no_sync = False  # set by the exposed-communication window
@@ -75,7 +83,7 @@ class Trainer:
         wait = 0.0
         for i in range(k):
             before = self.input_wait_clock()
-            images, labels = next(batches)
+            images, labels = self.input_probe.fetch(batches)
             wait += self.input_wait_clock() - before
             skip_sync = self.force_no_sync or (self.case.accumulation_mode == "no_sync" and i < k - 1)
             with self.strategy.no_sync() if skip_sync else contextlib.nullcontext():
@@ -91,6 +99,8 @@ class Trainer:
 class LoaderOnly:
     """Stands in for the trainer when only the input pipeline is measured."""
 
+    input_probe = None  # no model runs, so the device never waits for input
+
     def __init__(self, case: Case, ctx: RankContext):
         self.case = case
         self.strategy = self
@@ -105,6 +115,30 @@ class LoaderOnly:
 
     def facts(self) -> dict:
         return {}
+
+
+EXPECTED_DTYPE = {"fp32": "float32", "tf32": "float32", "bf16": "bfloat16", "fp16": "float16"}
+
+
+class LabelMismatch(RuntimeError):
+    """The numbers were computed in another dtype than the precision label says."""
+
+
+def check_label(case: Case, dtypes: dict) -> None:
+    expected = EXPECTED_DTYPE[case.precision]
+    wrong = {d: t for d, t in dtypes.items() if t != expected}
+    if not dtypes or wrong:
+        raise LabelMismatch(f"precision={case.precision} means {expected} logits, but "
+                            f"{wrong or 'no device'} computed {'them' if wrong else 'any'}")
+
+
+def compiled_dtypes(trainer: Trainer, batches) -> dict:
+    """The dtype a compiled model's logits come out in, from one forward outside the windows with
+    the grad and autocast state of training (so the compiled graph is reused, not recompiled)."""
+    images, _ = next(batches)
+    with precision.autocast(trainer.case.precision, trainer.ctx.device.type):
+        out = trainer.strategy.model(images)
+    return {str(out.device): str(out.dtype).replace("torch.", "")}
 
 
 def compute_dtypes(trainer: Trainer, batches) -> dict:
@@ -152,29 +186,40 @@ def measure(case: Case, ctx: RankContext) -> dict:
         drained = getattr(loader, "prefetch_batches", 0)
         for _ in range(drained):
             next(batches)
-        warmup_run = max(case.warmup_steps, 1)
-        for _ in range(warmup_run - 1):
-            trainer.step(batches)
+        warmup_run = max(case.warmup_steps, 2)
+        step_estimate_s = timed_warmup(trainer, batches, ctx, warmup_run - 1)
+        steps = window_steps(case, ctx, step_estimate_s)
         inject_fault(case, ctx)
-        # a hook added to a compiled model would force recompiles inside the window: no probe there
-        dtypes = {} if case.loader_only or case.compile else compute_dtypes(trainer, batches)
+        # a hook added to a compiled model would force recompiles inside the window: its probe runs after
+        dtypes = {}
+        if not case.loader_only and not case.compile:
+            dtypes = compute_dtypes(trainer, batches)
+            check_label(case, dtypes)
 
         timer = StepTimer(ctx)
         sampler = sampler_for(ctx.devices) if ctx.device.type == "cuda" else None
-        windows, images, waits, step_times, calls = [], [], [], [], []
+        slowdown_pct = float(os.environ.get(SLOWDOWN_VAR) or 0)
+        pause_s = step_estimate_s * slowdown_pct / 100.0
+        windows, images, waits, stalls, step_times, calls = [], [], [], [], [], []
         for _ in range(case.repeats):
             calls_before = _allreduce_calls(trainer)
-            window, steps, wait = timed_window(trainer, batches, timer, case.steps, sampler)
+            window, step_s, wait, stall = timed_window(trainer, batches, timer, steps, sampler, pause_s)
             windows.append(window)
-            images.append(per_step_images * case.steps)
+            images.append(per_step_images * steps)
             waits.append(wait)
-            step_times.append(steps)
+            stalls.append(stall)
+            step_times.append(step_s)
             if calls_before is not None:
-                calls.append((_allreduce_calls(trainer) - calls_before) / case.steps)
-        extra = extra_windows.run(case, ctx, trainer, batches, timer)
+                calls.append((_allreduce_calls(trainer) - calls_before) / steps)
+        extra = extra_windows.run(case, ctx, trainer, batches, timer, steps)
+        if case.compile and not case.loader_only:
+            dtypes = compiled_dtypes(trainer, batches)
+            check_label(case, dtypes)
         loss = float(trainer.last_loss.detach().float()) * case.accumulation_steps
         return {
             "windows_s": windows, "images": images, "data_wait_s": waits, "step_times_s": step_times,
+            "input_stall_s": stalls if trainer.input_probe else None, "steps_per_window": steps,
+            "step_estimate_s": step_estimate_s, "injected_slowdown_pct": slowdown_pct,
             "first_step_s": first_step_s, "warmup_steps_run": warmup_run, "prefetched_batches_drained": drained,
             "compute_dtypes": dtypes, "math_flags": trainer.math_flags,
             "allreduce_calls_per_step": calls[-1] if calls else None, "last_loss": loss,
@@ -185,21 +230,52 @@ def measure(case: Case, ctx: RankContext) -> dict:
         loader.close()
 
 
-def timed_window(trainer, batches, timer: StepTimer, steps: int, sampler=None):
-    """One measured window: every rank opens it together; device-synchronised at both edges."""
+def timed_warmup(trainer, batches, ctx: RankContext, steps: int) -> float:
+    """Run the warm-up steps after the first; return their mean seconds per step (device-synchronised)."""
+    synchronize(ctx)
+    t = time.perf_counter()
+    for _ in range(steps):
+        trainer.step(batches)
+    synchronize(ctx)
+    return (time.perf_counter() - t) / steps
+
+
+def window_steps(case: Case, ctx: RankContext, step_estimate_s: float) -> int:
+    """Steps per measured window: at least `steps`, and enough to last `min_window_s` at the warm-up's
+    pace; every rank takes the largest count, so all ranks measure the same steps."""
+    steps = case.steps
+    if case.min_window_s > 0 and step_estimate_s > 0:
+        steps = max(steps, min(MAX_STEPS_PER_WINDOW, math.ceil(case.min_window_s / step_estimate_s)))
+    if dist.is_initialized():
+        t = torch.tensor([steps], device=ctx.device if dist.get_backend() == "nccl" else "cpu")
+        dist.all_reduce(t, op=dist.ReduceOp.MAX)
+        steps = int(t.item())
+    return steps
+
+
+def timed_window(trainer, batches, timer: StepTimer, steps: int, sampler=None, pause_s: float = 0.0):
+    """One measured window: every rank opens it together; device-synchronised at both edges.
+    Returns the window's seconds, each step's seconds, the host's input wait and the device's input stall."""
     if dist.is_initialized():
         dist.barrier()
     wait = 0.0
+    probe = trainer.input_probe
     if sampler:
         sampler.start()
+    if probe:
+        probe.start()
     timer.start()
     for _ in range(steps):
         wait += trainer.step(batches)
         timer.mark()
+        if pause_s:  # an injected slowdown: the device idles for the pause, whatever was queued
+            synchronize(timer.ctx)
+            time.sleep(pause_s)
     window, step_times = timer.stop()
+    stall = probe.stop() if probe else None
     if sampler:
         sampler.stop()
-    return window, step_times, wait
+    return window, step_times, wait, stall
 
 
 def _allreduce_calls(trainer: Trainer):

@@ -68,3 +68,41 @@ def test_json_round_trip_and_unknown_fields():
     assert again == c and again.case_id == c.case_id
     with pytest.raises(CaseError, match="unknown case field.*colour"):
         Case.from_dict({**c.to_dict(), "colour": "red"})
+
+
+@pytest.mark.parametrize("changes, needle", [
+    ({"bucket_cap_mb": 50.0}, "bucket_cap_mb=50.0 does nothing here (DDP knobs need strategy='ddp')"),
+    ({"static_graph": True}, "static_graph=True does nothing here"),
+    ({"strategy": "ddp", "device": "cpu", "nccl_env": (("NCCL_IB_DISABLE", "1"),)}, "NCCL runs only under ddp on cuda"),
+    ({"num_workers": 4}, "torch DataLoader knobs need loader='torch'"),
+    ({"loader": "torch", "data_dir": "/d", "prefetch_factor": 4}, "prefetch_factor needs num_workers >= 1"),
+    ({"loader": "torch", "data_dir": "/d", "num_workers": 2, "pin_memory": True, "device": "cpu"},
+     "host-to-GPU copy knobs need device='cuda'"),
+    ({"hw_decoder_load": 1.0}, "DALI knobs need loader='dali'"),
+    ({"loader": "dali", "data_dir": "/d", "dali_device": "cpu", "hw_decoder_load": 1.0},
+     "the hardware decoder is used by dali_device='mixed' only"),
+    ({"dali_threads": 8}, "DALI knobs need loader='dali'"),
+    ({"accumulation_mode": "no_sync"}, "accumulation_mode needs accumulation_steps > 1"),
+    ({"loader": "dali", "data_dir": "/d", "loader_only": True, "precision": "bf16"}, "loader_only=true runs no model"),
+    ({"loader": "torch", "data_dir": "/d", "loader_only": True, "compile": "default"}, "loader_only=true runs no model"),
+])
+def test_idle_knobs_are_refused_with_one_line(changes, needle):
+    with pytest.raises(CaseError) as e:
+        Case(**changes)
+    assert needle in str(e.value) and "leave it at its default" in str(e.value) and "\n" not in str(e.value)
+
+
+def test_knobs_that_act_are_accepted():
+    Case(strategy="ddp", gpus=2, bucket_cap_mb=50.0, static_graph=True, nccl_env=(("NCCL_IB_DISABLE", "1"),))
+    Case(loader="torch", data_dir="/d", num_workers=-1, persistent_workers=True, pin_memory=True, prefetch_factor=4)
+    Case(loader="dali", data_dir="/d", dali_threads=12, hw_decoder_load=1.0)
+    Case(loader="dali", data_dir="/d", loader_only=True, channels_last=True)  # the layout the loader delivers
+    with pytest.raises(CaseError, match="dali_threads=0 must be -1"):
+        Case(loader="dali", data_dir="/d", dali_threads=0)
+
+
+def test_machine_facts_stay_out_of_case_ids():
+    from bench import sweeps
+    a = sweeps.build("loaders", 1, data_dir="/d")
+    assert all(c.num_workers in (0, -1) and c.dali_threads == -1 for c in a)
+    assert [c.case_id for c in a] == [c.case_id for c in sweeps.build("loaders", 1, data_dir="/d")]

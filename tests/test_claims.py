@@ -1,69 +1,108 @@
 import copy
 import json
-from pathlib import Path
 
-from bench import claims, results
+import pytest
 
-FIXTURES = Path(__file__).parent / "fixtures" / "results"
-
-
-def _records():
-    return results.load([FIXTURES]).records
+from bench import claims, query
+from stored import FIXTURES, current, fixture_dicts
 
 
-def _variant(rec, name, ips, spread=0.01, **case):
+def _base(gpus=2):
+    return next(r for r in fixture_dicts() if r["case"]["name"] == "seed-baseline" and r["case"]["gpus"] == gpus)
+
+
+def _variant(rec, name, ips, half_pct=1.0, **case):
     r = copy.deepcopy(rec)
     r["case"].update(name=name, **case)
-    r["case_id"] = name
-    r["metrics"].update(images_per_s=ips, images_per_s_min=ips * (1 - spread), images_per_s_max=ips * (1 + spread))
-    return r
+    r["case_id"] = name + "-" + "-".join(f"{k}{v}" for k, v in sorted(case.items()))
+    r["_path"] = f"/results/{r['case_id']}.json"
+    r["metrics"].update(images_per_s=ips, images_per_s_min=ips * 0.99, images_per_s_max=ips * 1.01)
+    return query.wrap(current(r, half_pct))
 
 
-def test_every_claim_is_data_with_a_source_and_cases():
+def _claim(cid):
+    return next(c for c in claims.CLAIMS if c.id == cid)
+
+
+def test_every_claim_is_data_with_a_source_cases_and_its_knobs():
     ids = [c.id for c in claims.CLAIMS]
     assert len(ids) == len(set(ids)) >= 12
     for c in claims.CLAIMS:
         assert c.source.startswith("article ") and c.claim and (c.change or c.kind == "table")
+        assert c.knobs or c.kind == "table"
 
 
 def test_seed_table_claim_against_the_fixture_figures():
-    verdict = claims.evaluate(next(c for c in claims.CLAIMS if c.id == "seed-table"), _records())
-    assert verdict["verdict"] == claims.HOLDS
-    assert "2 GPUs: +11.1% measured against +11.1% published" in verdict["evidence"]
-    assert "4 GPUs: +40.1% measured against +40.1% published" in verdict["evidence"]
+    v = claims.evaluate(_claim("seed-table"), [query.wrap(r) for r in fixture_dicts()])
+    assert v["verdict"] == claims.HOLDS
+    assert "2 GPUs: +11.1% measured (noise +-1.4%) against +11.1% published" in v["evidence"]
+    assert "4 GPUs: +40.1% measured" in v["evidence"] and len(v["files"]) == 4
 
 
-def test_a_change_inside_the_noise_does_not_hold_and_a_missing_pair_cannot_be_measured():
-    base = next(r for r in _records() if r["case"]["name"] == "seed-baseline" and r["case"]["gpus"] == 2)
-    recs = [_variant(base, "ablation-01-num-workers", 1000.0), _variant(base, "ablation-02-pin-memory", 1005.0),
-            _variant(base, "ablation-00-baseline", 500.0)]
-    pin = claims.evaluate(next(c for c in claims.CLAIMS if c.id == "pin-memory"), recs)
-    assert pin["verdict"] == claims.FAILS and pin["effect"] == "+0.5%" and "within noise" in pin["evidence"]
-    workers = claims.evaluate(next(c for c in claims.CLAIMS if c.id == "workers"), recs)
-    assert workers["verdict"] == claims.HOLDS and workers["effect"] == "+100.0%"
-    nccl = claims.evaluate(next(c for c in claims.CLAIMS if c.id == "nccl-settings"), recs)
-    assert nccl["verdict"] == claims.CANNOT and "run the ablation sweep" in nccl["evidence"]
+@pytest.mark.parametrize("after, half, verdict", [
+    (1100.0, 1.0, claims.HOLDS),         # +10% against +-1.4% combined noise
+    (1005.0, 1.0, claims.FAILS),         # +0.5%: even +1.9% would be below the 3% a speed-up needs
+    (1005.0, 5.0, claims.INCONCLUSIVE),  # the same change inside +-7.1% noise: cannot tell
+    (1200.0, 30.0, claims.INCONCLUSIVE), # +20% inside +-42% (a torch loader with a 160% spread)
+    (900.0, 1.0, claims.FAILS),          # slower beyond noise
+])
+def test_claim_verdicts_respect_the_combined_noise(after, half, verdict):
+    base = _base()
+    recs = [_variant(base, "ablation-02-pin-memory", 1000.0, half), _variant(base, "ablation-03-non-blocking", after, half,
+                                                                            non_blocking=True)]
+    v = claims.evaluate(_claim("non-blocking"), recs)
+    assert v["verdict"] == verdict, v
+    assert v["files"] == [recs[0].path, recs[1].path]  # both files named
+
+
+def test_a_pair_differing_in_another_knob_is_refused():
+    base = _base()
+    recs = [_variant(base, "ablation-02-pin-memory", 1000.0),
+            _variant(base, "ablation-03-non-blocking", 1300.0, non_blocking=True, precision="bf16")]
+    v = claims.evaluate(_claim("non-blocking"), recs)
+    assert v["verdict"] == claims.CANNOT
+    assert "no pair differing only in non_blocking" in v["evidence"] and "also differ in precision" in v["evidence"]
+
+
+def test_records_under_an_older_definition_are_not_judged_unless_asked():
+    base = _base()
+    old = [query.wrap({**r.data, "schema": 1, "definitions": None, "metrics": {
+        k: v for k, v in r.data["metrics"].items() if k != "images_per_s_ci95"}})
+        for r in (_variant(base, "ablation-00-baseline", 500.0), _variant(base, "ablation-01-num-workers", 1000.0, num_workers=8))]
+    assert not old[0].current
+    assert claims.evaluate(_claim("workers"), old)["verdict"] == claims.CANNOT
+    assert claims.evaluate(_claim("workers"), old, include_old=True)["verdict"] == claims.HOLDS
 
 
 def test_a_multi_gpu_claim_is_not_judged_on_one_gpu():
-    base = next(r for r in _records() if r["case"]["name"] == "seed-baseline" and r["case"]["gpus"] == 2)
-    one = [_variant(base, "ablation-03-non-blocking", 800.0, gpus=1), _variant(base, "ablation-04-dp-free-memory-gpus", 700.0, gpus=1)]
-    c = next(c for c in claims.CLAIMS if c.id == "dp-free-memory")
+    base = _base()
+    one = [_variant(base, "ablation-03-non-blocking", 800.0, gpus=1),
+           _variant(base, "ablation-04-dp-free-memory-gpus", 700.0, gpus=1, dp_device_selection="free_memory")]
+    c = _claim("dp-free-memory")
     v = claims.evaluate(c, one)
     assert v["verdict"] == claims.CANNOT
     assert v["evidence"] == "it needs 2 or more GPUs and only fewer are stored; run the ablation sweep on 2 or more GPUs"
-    two = [_variant(r, r["case"]["name"], r["metrics"]["images_per_s"], gpus=2) for r in one]
+    two = [_variant(base, "ablation-03-non-blocking", 800.0),
+           _variant(base, "ablation-04-dp-free-memory-gpus", 700.0, dp_device_selection="free_memory")]
     assert claims.evaluate(c, two)["verdict"] == claims.FAILS  # slower on 2 GPUs: judged
 
 
 def test_accumulation_all_reduce_claim_reads_the_counts():
-    base = next(r for r in _records() if r["case"]["name"] == "seed-baseline" and r["case"]["gpus"] == 2)
+    base = _base()
     article = _variant(base, "ddp-accumulate-article", 900.0, accumulation_steps=8)
-    article["metrics"]["allreduce_calls_per_step"] = 32.0
-    no_sync = _variant(base, "ddp-accumulate-no_sync", 910.0, accumulation_steps=8)
-    no_sync["metrics"]["allreduce_calls_per_step"] = 4.0
-    v = claims.evaluate(next(c for c in claims.CLAIMS if c.id == "accumulation-fewer-allreduces"), [article, no_sync])
+    article.data["metrics"]["allreduce_calls_per_step"] = 32.0
+    no_sync = _variant(base, "ddp-accumulate-no_sync", 910.0, accumulation_steps=8, accumulation_mode="no_sync")
+    no_sync.data["metrics"]["allreduce_calls_per_step"] = 4.0
+    v = claims.evaluate(_claim("accumulation-fewer-allreduces"), [article, no_sync])
     assert v["verdict"] == claims.FAILS and v["effect"] == "32 vs 4 all-reduces per step"
+
+
+def test_claims_are_never_pooled_across_machines():
+    base = _base()
+    a = _variant(base, "ablation-02-pin-memory", 1000.0)
+    b = query.wrap({**_variant(base, "ablation-03-non-blocking", 1100.0, non_blocking=True).data, "machine": "other"})
+    with pytest.raises(ValueError, match="per machine"):
+        claims.table([a, b])
 
 
 def test_claims_cli_and_report_section(tmp_path, capsys):
@@ -71,6 +110,10 @@ def test_claims_cli_and_report_section(tmp_path, capsys):
     from bench.cli import main
     assert main(["claims", str(FIXTURES)]) == 0
     out = capsys.readouterr().out
+    assert out.startswith("## 4x-nvidia-geforce-rtx-3090, commit a1b2c3d4e5f6")
     assert out.count("\n| ") >= 13 and "seed-table" in out
-    assert "## The articles' claims, checked on this machine" in report.render(_records())
-    json.dumps(claims.table(_records()))  # plain data, storable
+    assert "older metric definition" in out  # the schema-1 fixtures are labelled, not judged
+    assert "| holds" not in out
+    recs = [query.wrap(r) for r in fixture_dicts()]
+    assert "## The articles' claims, checked on this machine and commit" in report.render(recs)
+    json.dumps(claims.table(recs))  # plain data, storable

@@ -132,8 +132,8 @@ def test_resume_skips_what_finished_and_retries_what_failed(tmp_path, stand_in_r
     cases = [base.replace(name=n) for n in ("finished", "failed", "new")]
     store = Store(tmp_path)
     done = run_cases(cases[:2], "s", store, out=io.StringIO())
-    done[0]["status"] = "ok"
-    store.save(done[0])  # as if the first had finished and the second had timed out
+    # as if a later run had finished the first and the second had timed out
+    store.save({**done[0], "status": "ok", "run_id": "later", "started_at": "2999-01-01T00:00:00+00:00"})
     stand_in_runner.clear()
     log = io.StringIO()
     run_cases(cases, "s", store, resume=True, out=log)
@@ -141,3 +141,21 @@ def test_resume_skips_what_finished_and_retries_what_failed(tmp_path, stand_in_r
     text = log.getvalue()
     assert "finished-" in text and "already stored, skipped (--resume)" in text
     assert "stored as skipped, running it again (--resume)" in text
+
+
+def test_dry_run_lists_cases_and_their_expected_time_from_stored_ones(tmp_path, capsys):
+    from bench import env, results
+    from bench.cli import main
+    machine = env.machine_slug(env.collect())
+    store = results.Store(tmp_path)
+    # a stored `single` case that took 12 s over 2 fresh processes: 6 s a process on this machine
+    store.save({"schema": results.SCHEMA, "sweep": "smoke", "case_id": "single-x", "status": "ok", "run_id": "r1",
+                "machine": machine, "commit_folder": "abc", "wall_s": 12.0, "processes": [{}, {}],
+                "case": {"name": "single", "gpus": 1}, "metrics": {"images_per_s": 1.0, "images_per_s_per_gpu": 1.0,
+                "spread_pct": 0, "data_wait_pct": 0, "step_time_median_s": 1, "global_batch": 8}})
+    assert main(["sweep", "smoke", "--dry-run", "--processes", "3", "--results", str(tmp_path)]) == 0
+    out = capsys.readouterr().out
+    singles = [ln for ln in out.splitlines() if "| single-resnet50" in ln]
+    assert len(singles) == 2 and all("0m18s" in ln for ln in singles)
+    assert "3 process(es) per case" in out and "the total is a lower bound" in out
+    assert not list(tmp_path.rglob("smoke/single-resnet50*"))  # nothing ran

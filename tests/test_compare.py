@@ -1,77 +1,137 @@
 import json
 import shutil
-from pathlib import Path
 
 import pytest
 
-from bench import compare
+from bench import compare, query, results
 from bench.cli import main
+from stored import FIXTURES, current, fixture_dicts
 
-FIXTURES = Path(__file__).parent / "fixtures" / "results"
-COMMIT_A = "a1b2c3d4e5f6"
+COMMIT_A, COMMIT_B = "a1b2c3d4e5f6", "b2c3d4e5f6a7"
+MACHINE = "4x-nvidia-geforce-rtx-3090"
 
 
-def _second_commit(root: Path, factor_by_gpus: dict, commit="b2c3d4e5f6a7", gpu_model=None) -> None:
-    """Copy the fixture commit as a later one, scaling every repeat by a factor per GPU count."""
-    src = root / "4x-nvidia-geforce-rtx-3090" / COMMIT_A
-    dst = root / "4x-nvidia-geforce-rtx-3090" / commit
-    shutil.copytree(src, dst)
-    for f in dst.rglob("*.json"):
-        rec = json.loads(f.read_text())
-        rec["commit_folder"], rec["started_at"] = commit, rec["started_at"].replace("2026-01-01", "2026-02-01")
+def _store(root, commit, run_id, factor_by_gpus=None, half_pct=1.0, dirty=False, drop=(), fail=(), gpu_model=None,
+           started="2026-02-01"):
+    """Write the fixture cases as one run of `commit`, each figure scaled by a factor per GPU count."""
+    store = results.Store(root)
+    folder = commit + ("-dirty" if dirty else "")
+    for rec in fixture_dicts():
+        if rec["case"]["name"] in drop or rec["status"] != "ok":
+            continue
+        k = (factor_by_gpus or {}).get(rec["case"]["gpus"], 1.0)
+        r = current(rec, half_pct, run_id=run_id, images_per_s=rec["metrics"]["images_per_s"] * k)
+        r["commit_folder"], r["env"] = folder, {**r["env"], "commit": commit + "0" * 28, "dirty": dirty}
+        r["started_at"] = rec["started_at"].replace("2026-01-01", started)
         if gpu_model:
-            rec["env"]["gpu_model"] = gpu_model
-        k = factor_by_gpus.get(rec["case"]["gpus"], 1.0)
-        m = rec["metrics"]
-        for key in ("images_per_s", "images_per_s_min", "images_per_s_max", "images_per_s_per_gpu"):
-            if key in m:
-                m[key] *= k
-        f.write_text(json.dumps(rec))
+            r["env"]["gpu_model"] = gpu_model
+        if r["case"]["name"] in fail:
+            r.update(status="timeout", reason="no result within timeout_s=600", metrics={})
+        r.pop("_path", None)
+        store.save(r)
 
 
 @pytest.fixture
 def root(tmp_path):
-    shutil.copytree(FIXTURES, tmp_path / "r")
-    return tmp_path / "r"
+    _store(tmp_path, COMMIT_A, "20260101T000000Z-aaaa", started="2026-01-01")
+    return tmp_path
 
 
-def test_improvement_regression_and_noise(root, capsys):
-    # 1 GPU: +0.5% (inside the +-1% repeats), 2 GPUs: +10%, 4 GPUs: -10%
-    _second_commit(root, {1: 1.005, 2: 1.10, 4: 0.90})
-    rows = compare.compare(compare.load_ref(COMMIT_A, root), compare.load_ref("b2c3d4", root))
+def _side(root, ref):
+    return compare.resolve(ref, query.load([root])[0])[1]
+
+
+def test_faster_slower_and_within_noise(root):
+    # 1 GPU: +0.5% (inside +-1.4% combined noise), 2 GPUs: +10%, 4 GPUs: -10%
+    _store(root, COMMIT_B, "20260201T000000Z-bbbb", {1: 1.005, 2: 1.10, 4: 0.90})
+    rows = compare.compare(_side(root, COMMIT_A), _side(root, "b2c3d4"))
     by_gpus = {r["case"].split("-g")[1].split("-")[0]: r for r in rows if r["case"].startswith("seed-baseline")}
-    assert by_gpus["1"]["verdict"] == "within noise" and by_gpus["1"]["change_pct"] == pytest.approx(0.5)
-    assert by_gpus["2"]["verdict"] == "faster" and by_gpus["2"]["change_pct"] == pytest.approx(10.0)
-    assert by_gpus["4"]["verdict"] == "slower" and by_gpus["4"]["change_pct"] == pytest.approx(-10.0)
-    assert len(rows) == 6  # the oom case is in neither as ok
+    assert by_gpus["1"]["verdict"] == "within noise" and by_gpus["1"]["delta_pct"] == pytest.approx(0.5)
+    assert by_gpus["1"]["noise_pct"] == pytest.approx(2 ** 0.5)
+    assert by_gpus["2"]["verdict"] == "faster" and by_gpus["2"]["delta_pct"] == pytest.approx(10.0)
+    assert by_gpus["4"]["verdict"] == "slower" and by_gpus["4"]["delta_pct"] == pytest.approx(-10.0)
 
-    assert main(["compare", COMMIT_A, "b2c3d4", "--results", str(root), "--fail-under", "5"]) == 1
-    assert "2 case(s) regressed by more than 5%" in capsys.readouterr().out
-    assert main(["compare", COMMIT_A, "b2c3d4", "--results", str(root), "--fail-under", "15"]) == 0
-    assert main(["compare", COMMIT_A, "b2c3d4", "--results", str(root)]) == 0
-    out = capsys.readouterr().out
-    assert "| seed    | seed-baseline-resnet50-dp-g4" in out and "-10.0%" in out
+
+def test_gate_exit_codes_and_json(root, tmp_path, capsys):
+    _store(root, COMMIT_B, "20260201T000000Z-bbbb", {4: 0.90})
+    assert main(["compare", COMMIT_A, COMMIT_B, "--results", str(root), "--fail-under", "5"]) == 1
+    assert "2 case(s) regressed" in capsys.readouterr().out
+    assert main(["compare", COMMIT_A, COMMIT_B, "--results", str(root), "--fail-under", "15"]) == 0
+    out_json = tmp_path / "cmp.json"
+    assert main(["compare", COMMIT_A, COMMIT_B, "--results", str(root), "--json", str(out_json)]) == 0
+    doc = json.loads(out_json.read_text())
+    assert doc["kind"] == "A/B" and doc["a"].startswith("commit a1b2c3d4e5f6")
+    row = next(c for c in doc["cases"] if c["case"].startswith("seed-baseline-resnet50-dp-g4"))
+    assert row["verdict"] == "slower" and row["delta_pct"] == pytest.approx(-10.0)
+    assert row["a_images_per_s"] == pytest.approx(498.4) and row["b_images_per_s"] == pytest.approx(448.56)
+
+
+@pytest.mark.parametrize("change, verdict", [({"fail": ("seed-optimized",)}, "failed in b"),
+                                             ({"drop": ("seed-optimized",)}, "only in a")])
+def test_a_case_failing_or_missing_in_b_fails_the_gate(root, capsys, change, verdict):
+    _store(root, COMMIT_B, "20260201T000000Z-bbbb", **change)
+    rows = compare.compare(_side(root, COMMIT_A), _side(root, COMMIT_B))
+    by_name = {r["case"].split("-resnet50")[0]: r["verdict"] for r in rows}
+    assert by_name == {"seed-baseline": "within noise", "seed-optimized": verdict}
+    assert main(["compare", COMMIT_A, COMMIT_B, "--results", str(root), "--fail-under", "50"]) == 1
+    assert verdict in capsys.readouterr().out
+
+
+def test_nothing_in_common_is_an_error_never_a_pass(root, capsys):
+    _store(root, COMMIT_B, "20260201T000000Z-bbbb", fail=("seed-baseline", "seed-optimized"))
+    with pytest.raises(compare.CompareError):
+        compare.compare(_side(root, COMMIT_A), _side(root, COMMIT_B))
+    assert main(["compare", COMMIT_A, COMMIT_B, "--results", str(root), "--force"]) == 2
+    assert "nothing to compare" in capsys.readouterr().err
+
+
+def test_exact_commit_dirty_is_another_tree(root, capsys):
+    _store(root, COMMIT_B, "20260201T000000Z-dddd", {1: 0.5}, dirty=True)
+    assert main(["compare", COMMIT_A, COMMIT_B, "--results", str(root)]) == 2
+    assert "ask for b2c3d4e5f6a7-dirty" in capsys.readouterr().err
+    assert main(["compare", COMMIT_A, COMMIT_B + "-dirty", "--results", str(root), "--fail-under", "5"]) == 1
+
+
+def test_two_runs_of_one_commit_are_both_kept_and_compare_as_a_over_a(root, tmp_path):
+    _store(root, COMMIT_A, "20260102T000000Z-a2a2", {1: 1.004, 2: 0.996}, started="2026-01-02")
+    files = list((root / MACHINE / COMMIT_A).rglob("*.json"))
+    assert len([f for f in files if "seed-baseline-resnet50-dp-g1" in str(f)]) == 2  # both runs kept
+    out = tmp_path / "aa.json"
+    assert main(["compare", "20260101T000000Z-aaaa", "20260102T000000Z-a2a2", "--results", str(root),
+                 "--fail-under", "5", "--json", str(out)]) == 0
+    doc = json.loads(out.read_text())
+    assert doc["kind"] == "A/A" and {c["verdict"] for c in doc["cases"]} == {"within noise"}
+    # a commit reference takes each case's latest run
+    latest = _side(root, COMMIT_A)
+    assert {r.run_id for r in latest} == {"20260102T000000Z-a2a2"}
 
 
 def test_different_hardware_is_refused_unless_forced(root, capsys):
-    _second_commit(root, {}, gpu_model="NVIDIA H200")
-    with pytest.raises(SystemExit) as e:
-        main(["compare", COMMIT_A, "b2c3d4", "--results", str(root)])
-    assert "different hardware" in str(e.value) and "--force" in str(e.value)
-    assert main(["compare", COMMIT_A, "b2c3d4", "--results", str(root), "--force"]) == 0
+    _store(root, COMMIT_B, "20260201T000000Z-bbbb", gpu_model="NVIDIA H200")
+    assert main(["compare", COMMIT_A, COMMIT_B, "--results", str(root)]) == 2
+    assert "different hardware" in capsys.readouterr().err
+    assert main(["compare", COMMIT_A, COMMIT_B, "--results", str(root), "--force"]) == 0
 
 
-def test_unknown_reference_is_named(root):
-    with pytest.raises(SystemExit) as e:
-        main(["compare", "deadbeef", COMMIT_A, "--results", str(root)])
-    assert "'deadbeef' is neither a result folder nor a commit with results" in str(e.value)
+def test_older_definitions_are_shown_but_not_judged(tmp_path, capsys):
+    shutil.copytree(FIXTURES, tmp_path / "r")
+    _store(tmp_path / "r", COMMIT_B, "20260201T000000Z-bbbb", {4: 0.5})
+    assert main(["compare", COMMIT_A, COMMIT_B, "--results", str(tmp_path / "r"), "--fail-under", "5"]) == 0
+    out = capsys.readouterr().out
+    assert "inconclusive" in out and "slower" not in out
+    assert main(["compare", COMMIT_A, COMMIT_B, "--results", str(tmp_path / "r"), "--fail-under", "5", "--include-old"]) == 1
 
 
-def test_history_lists_a_case_oldest_first(root, capsys):
-    _second_commit(root, {4: 0.9})
+def test_unknown_reference_is_named(root, capsys):
+    assert main(["compare", "deadbeef", COMMIT_A, "--results", str(root)]) == 2
+    assert "'deadbeef' is neither a run id, a result folder nor a commit with results" in capsys.readouterr().err
+
+
+def test_history_lists_every_run_oldest_first(root, capsys):
+    _store(root, COMMIT_B, "20260201T000000Z-bbbb", {4: 0.9})
     assert main(["history", "seed-baseline-resnet50-dp-g4-bs256", "--results", str(root)]) == 0
     lines = [ln for ln in capsys.readouterr().out.splitlines() if ln.startswith("| 2026")]
-    assert [ln.split("|")[2].strip() for ln in lines] == [COMMIT_A, "b2c3d4e5f6a7"]
-    assert "498.4" in lines[0] and "448.6" in lines[1]
+    assert [ln.split("|")[2].strip() for ln in lines] == [COMMIT_A, COMMIT_B]
+    assert "498.4" in lines[0] and "448.6" in lines[1] and "20260201T000000Z-bbbb" in lines[1]
     with pytest.raises(SystemExit):
         main(["history", "no-such-case", "--results", str(root)])

@@ -225,5 +225,5 @@ def test_warm_up_drains_what_the_loader_prefetched(jpegs):
     assert r["status"] == "ok", r
     assert r["ranks"][0]["warmup_steps_run"] == 2
     assert r["ranks"][0]["prefetched_batches_drained"] == 2 * 3  # workers x prefetch_factor
-    only = run_case(case.replace(loader_only=True, num_workers=0))
+    only = run_case(case.replace(loader_only=True, num_workers=0, prefetch_factor=2))
     assert only["status"] == "ok" and only["ranks"][0]["prefetched_batches_drained"] == 0

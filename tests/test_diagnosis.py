@@ -6,10 +6,10 @@ import pytest
 from bench import diagnose, flops, gpu_sampler, peak
 
 
-def _record(wait=0.0, ranks=None, precision="bf16", gpus=2, ips=9000.0, loader_only=False):
+def _record(wait=0.0, ranks=None, precision="bf16", gpus=2, ips=9000.0, loader_only=False, stall=None):
     case = {"model": "resnet50", "image_size": 224, "num_classes": 1000, "precision": precision, "gpus": gpus,
             "device": "cuda", "loader_only": loader_only}
-    return {"status": "ok", "case": case, "metrics": {"data_wait_pct": wait, "images_per_s": ips},
+    return {"status": "ok", "case": case, "metrics": {"data_wait_pct": wait, "images_per_s": ips, "input_stall_pct": stall},
             "ranks": ranks or [{"windows_s": [1.0, 1.0]}]}
 
 
@@ -35,20 +35,19 @@ def test_resnet50_training_flops_per_image():
     assert flops.training_flops_per_image("resnet50", 224) == pytest.approx(24.3e9, rel=0.02)
 
 
-@pytest.mark.parametrize("wait, no_sync, verdict", [
-    (35.0, None, "input-bound"),
-    (2.0, 0.7, "communication-bound"),
-    (2.0, 0.98, "compute-bound"),
+@pytest.mark.parametrize("wait, stall, no_sync, verdict, evidence", [
+    (35.0, None, None, "input-bound", "the host waited (older record) 35% of the window"),
+    (35.0, 2.0, None, "compute-bound", "input stall 2%"),  # the host waited while queued work kept the GPU busy
+    (5.0, 30.0, None, "input-bound", "the device sat idle 30% of the window for input"),
+    (2.0, 1.0, 0.7, "communication-bound", "gradient sync adds 30%"),
+    (2.0, 1.0, 0.98, "compute-bound", "input stall 1%, exposed sync 2%"),
 ])
-def test_verdicts(wait, no_sync, verdict):
+def test_verdicts(wait, stall, no_sync, verdict, evidence):
     ranks = [{"windows_s": [1.0, 1.0], **({"no_sync_window_s": no_sync} if no_sync else {})}]
-    d = diagnose.diagnose(_record(wait=wait, ranks=ranks), {"flops_per_s": {"bf16": 800e12}})
+    d = diagnose.diagnose(_record(wait=wait, stall=stall, ranks=ranks), {"flops_per_s": {"bf16": 800e12}})
     assert d["verdict"] == verdict
     assert d["mfu_pct"] == pytest.approx(100 * 9000 * flops.training_flops_per_image("resnet50", 224) / 1.6e15)
-    if verdict == "communication-bound":
-        assert "gradient sync adds 30%" in d["evidence"]
-    if verdict == "input-bound":
-        assert "waited 35% of the window" in d["evidence"]
+    assert evidence in d["evidence"]
 
 
 def test_gpu_decoding_behind_a_busy_gpu_is_said_so():

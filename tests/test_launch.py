@@ -97,7 +97,7 @@ def test_two_nodes_meet_at_a_loopback_rendezvous(tmp_path):
             cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True))
     outs = [p.communicate(timeout=180)[0] for p in procs]
     assert [p.returncode for p in procs] == [0, 0], outs
-    stored = list(tmp_path.rglob("two-nodes/*.json"))
+    stored = list(tmp_path.rglob("two-nodes/*/*.json"))
     assert len(stored) == 1  # node 0 stores the merged result; node 1 stores nothing
     rec = json.loads(stored[0].read_text())
     assert rec["status"] == "ok" and sorted(r["rank"] for r in rec["ranks"]) == [0, 1]
@@ -168,13 +168,13 @@ def test_ctrl_c_keeps_finished_results_and_resume_skips_them(tmp_path, sig):
     p = subprocess.Popen([sys.executable, str(script)], stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                          text=True, start_new_session=True)
     deadline = time.monotonic() + 120
-    while time.monotonic() < deadline and not list((tmp_path / "r").rglob("interrupted/first-*.json")):
+    while time.monotonic() < deadline and not list((tmp_path / "r").rglob("interrupted/first-*/*.json")):
         time.sleep(0.5)
     time.sleep(3)  # the hanging case is now running
     os.killpg(p.pid, sig)
     out, _ = p.communicate(timeout=60)
     assert p.returncode != 0
-    stored = sorted(f.name.split("-")[0] for f in (tmp_path / "r").rglob("interrupted/*.json"))
+    stored = sorted(f.parent.name.split("-")[0] for f in (tmp_path / "r").rglob("interrupted/*/*.json"))
     assert stored == ["first"], out
     assert not leftovers()
 
@@ -182,7 +182,7 @@ def test_ctrl_c_keeps_finished_results_and_resume_skips_them(tmp_path, sig):
                       .replace('tiny.replace(name="stuck", fault="hang"), ', ""))
     out = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=120).stdout
     assert "already stored, skipped (--resume)" in out
-    assert sorted(f.name.split("-")[0] for f in (tmp_path / "r").rglob("interrupted/*.json")) == ["first", "third"]
+    assert sorted(f.parent.name.split("-")[0] for f in (tmp_path / "r").rglob("interrupted/*/*.json")) == ["first", "third"]
 
 
 def test_worker_command_passes_rendezvous_through(tiny):
@@ -201,4 +201,42 @@ def test_compile_knob_runs_and_reports_its_first_step(tiny):
     assert r["status"] == "ok", r
     m = r["metrics"]
     assert m["first_step_s"] > 5 * m["step_time_median_s"]
-    assert m["compute_dtypes"] == {}  # no probe hook on a compiled model
+    # the compiled model's logits are checked after the windows (a hook would force recompiles in them)
+    assert m["compute_dtypes"] == {"cpu": "float32"}
+
+
+def test_a_case_in_fresh_processes_judged_against_the_runs_noise_floor(tmp_path):
+    out = subprocess.run([sys.executable, "-m", "bench", "run", "--device", "cpu", "--model", "resnet18",
+                          "--num-classes", "10", "--batch-size", "4", "--image-size", "32", "--warmup-steps", "2",
+                          "--steps", "2", "--min-window-s", "0.4", "--repeats", "2", "--processes", "2",
+                          "--floor-processes", "2", "--results", str(tmp_path)],
+                         cwd=ROOT, capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, out.stdout + out.stderr
+    (path,) = tmp_path.rglob("run/*/*.json")
+    rec = json.loads(path.read_text())
+    from bench import results
+    assert rec["schema"] == results.SCHEMA and rec["definitions"] == results.DEFINITIONS
+    assert path.stem == rec["run_id"]
+    m = rec["metrics"]
+    figures = [p["images_per_s"] for p in rec["processes"]]
+    assert m["processes"] == 2 and len(figures) == 2 and m["images_per_s"] == pytest.approx(sum(figures) / 2)
+    lo, hi = m["images_per_s_ci95"]
+    assert lo < m["images_per_s"] < hi
+    # windows are bounded by time: more steps than the minimum of 2, every window near 0.4 s or longer
+    assert m["steps_per_window"] > 2
+    assert min(w for p in rec["processes"] for ws in p["windows_s"] for w in ws) > 0.25
+    assert m["input_stall_pct"] is not None and m["compute_dtypes"] == {"cpu": "float32"}
+    manifest = json.loads((path.parents[2] / "runs" / f"{rec['run_id']}.json").read_text())
+    assert manifest["noise_floor"]["n"] == 2 and manifest["noise_floor_end"]["n"] == 2
+    assert manifest["finished_at"] and manifest["interrupted"] is False
+    assert "95% interval" in out.stdout and "process-to-process sd" in out.stdout
+
+
+def test_a_precision_label_that_did_not_run_fails_the_case():
+    from bench.case import Case
+    from bench.worker import LabelMismatch, check_label
+    check_label(Case(precision="bf16"), {"cuda:0": "bfloat16", "cuda:1": "bfloat16"})
+    with pytest.raises(LabelMismatch, match="precision=bf16 means bfloat16 logits, but {'cuda:1': 'float16'}"):
+        check_label(Case(precision="bf16"), {"cuda:0": "bfloat16", "cuda:1": "float16"})
+    with pytest.raises(LabelMismatch):
+        check_label(Case(precision="fp32"), {})  # nothing observed is no proof

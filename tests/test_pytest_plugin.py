@@ -30,7 +30,7 @@ def test_benchmark_only_runs_the_cases_and_records_them(tmp_path):
     assert single["case"]["model"] == "resnet18" and single["sweep"] == "tiny"
     assert single["verdict"] == "compute-bound" and single["mfu_pct"] > 0
     assert ddp["images_per_s_per_gpu"] == pytest.approx(ddp["images_per_s"] / 2)
-    stored = [json.loads(p.read_text()) for p in (tmp_path / "r").rglob("tiny/*.json")]
+    stored = [json.loads(p.read_text()) for p in (tmp_path / "r").rglob("tiny/*/*.json")]
     assert sorted(r["case"]["name"] for r in stored) == ["ddp", "single"]  # the same results land in results/
     assert {r["sweep"] for r in stored} == {"tiny"}
     # both stores name the commit BENCH_COMMIT gives, not whatever .git the copied tree has
@@ -48,6 +48,20 @@ def test_benchmark_only_runs_the_cases_and_records_them(tmp_path):
     both = again.stdout + again.stderr
     assert "Comparing against benchmarks from: " in both and first.name in both
     assert "(0001_" in again.stdout and "(NOW)" in again.stdout  # both rows in the table
+
+    # what pytest-benchmark stores is seconds per image, one value per measured window: OPS = images/s
+    bench = benches["single"]
+    assert bench["stats"]["rounds"] == 3
+    assert bench["stats"]["ops"] == pytest.approx(single["images_per_s"], rel=0.15)
+    # so its regression check judges throughput: quiet on a repeat of the same commit, loud on a 2x slowdown
+    gate = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "--benchmark-only",
+            f"--benchmark-storage={saved}", "--benchmark-compare=0001", "--benchmark-compare-fail=mean:25%",
+            "-k", "single", "tests/test_benchmark_cases.py"]
+    same = subprocess.run(gate, cwd=ROOT, capture_output=True, text=True, env=env, timeout=300)
+    assert same.returncode == 0, same.stdout + same.stderr
+    slowed = subprocess.run(gate, cwd=ROOT, capture_output=True, text=True, timeout=300,
+                            env=dict(env, BENCH_INJECT_SLOWDOWN_PCT="100"))
+    assert slowed.returncode != 0 and "Performance has regressed" in slowed.stdout + slowed.stderr
 
 
 def test_plain_pytest_does_not_run_the_sweep():

@@ -4,7 +4,8 @@ from pathlib import Path
 
 import pytest
 
-from bench import report, results
+from bench import query, report, results
+from stored import fixture_dicts
 
 FIXTURES = Path(__file__).parent / "fixtures" / "results"
 GOLDEN = Path(__file__).parent / "golden"
@@ -12,7 +13,7 @@ GOLDEN = Path(__file__).parent / "golden"
 
 def _record(**over):
     rec = {"schema": results.SCHEMA, "sweep": "s", "case_id": "c1", "case": {"name": "x"}, "status": "ok",
-           "machine": "m", "commit_folder": "abc"}
+           "machine": "m", "commit_folder": "abc", "run_id": "r1", "started_at": "2026-01-01T00:00:00+00:00"}
     rec.update(over)
     return rec
 
@@ -20,19 +21,25 @@ def _record(**over):
 def test_store_writes_atomically_under_machine_commit_sweep(tmp_path, monkeypatch):
     store = results.Store(tmp_path)
     path = store.save(_record())
-    assert path == tmp_path / "m" / "abc" / "s" / "c1.json"
+    assert path == tmp_path / "m" / "abc" / "s" / "c1" / "r1.json"
     assert json.loads(path.read_text())["schema"] == results.SCHEMA
     assert store.stored_status("m", "abc", "s", "c1") == "ok"
     assert store.stored_status("m", "abc", "s", "absent") is None
 
-    # a write that dies half-way leaves the previous file whole and no temporary behind
+    # a run never replaces another: the same run id again is refused, a second run lands beside it
+    with pytest.raises(FileExistsError):
+        store.save(_record(status="error"))
+    store.save(_record(status="timeout", run_id="r2", started_at="2026-01-02T00:00:00+00:00"))
+    assert json.loads(path.read_text())["status"] == "ok"
+    assert store.stored_status("m", "abc", "s", "c1") == "timeout"  # the latest run's
+
+    # a write that dies half-way leaves no file and no temporary behind
     def boom(*a, **k):
         raise OSError("disk full")
     monkeypatch.setattr(results.json, "dump", boom)
     with pytest.raises(OSError):
-        store.save(_record(status="error"))
-    assert json.loads(path.read_text())["status"] == "ok"
-    assert [p.name for p in path.parent.iterdir()] == ["c1.json"]
+        store.save(_record(status="error", run_id="r3"))
+    assert sorted(p.name for p in path.parent.iterdir()) == ["r1.json", "r2.json"]
 
 
 def test_store_rejects_incomplete_or_unknown_status(tmp_path):
@@ -69,7 +76,7 @@ def test_corrupt_and_foreign_files_are_reported_and_skipped(tmp_path, capsys):
     assert len(loaded.records) == 7
     assert len(loaded.problems) == 2
     assert any("broken.json: unreadable" in p for p in loaded.problems)
-    assert any("other.json: not a schema-1 result" in p for p in loaded.problems)
+    assert any("other.json: not a result of schema 1 or 2" in p for p in loaded.problems)
     from bench.cli import main
     assert main(["report", str(tmp_path / "r")]) == 0
     out = capsys.readouterr()
@@ -79,12 +86,12 @@ def test_corrupt_and_foreign_files_are_reported_and_skipped(tmp_path, capsys):
 
 @pytest.mark.parametrize("lang", ["en", "zh"])
 def test_seed_table_matches_golden(lang):
-    recs = results.load([FIXTURES]).records
+    recs = fixture_dicts()
     assert report.seed_table(recs, lang) + "\n" == (GOLDEN / f"seed_{lang}.md").read_text()
 
 
 def test_full_table_and_csv_match_golden(tmp_path):
-    recs = results.load([FIXTURES]).records
+    recs = fixture_dicts()
     assert report.full_table(recs) + "\n" == (GOLDEN / "full.md").read_text()
     report.seed_frame(recs, "en").to_csv(tmp_path / "seed.csv", index=False)
     assert (tmp_path / "seed.csv").read_text() == (GOLDEN / "seed_en.csv").read_text()
@@ -102,6 +109,28 @@ def test_seed_rows_reproduce_the_articles_figures():
 
 def test_report_with_nothing_stored(tmp_path):
     assert report.render([]) == "no stored results found"
+
+
+def test_a_record_missing_a_field_is_named_and_skipped(tmp_path, capsys):
+    shutil.copytree(FIXTURES, tmp_path / "r")
+    victim = next((tmp_path / "r").rglob("seed-baseline-resnet50-dp-g2-*.json"))
+    rec = json.loads(victim.read_text())
+    del rec["metrics"]["images_per_s"]
+    victim.write_text(json.dumps(rec))
+    loaded = results.load([tmp_path / "r"])
+    assert len(loaded.records) == 6 and loaded.problems == [f"{victim}: lacks metrics.images_per_s"]
+    from bench.cli import main
+    for argv in (["report", str(tmp_path / "r"), "--no-files"], ["claims", str(tmp_path / "r")],
+                 ["history", "seed-", "--results", str(tmp_path / "r")]):
+        assert main(argv) == 0
+        assert "lacks metrics.images_per_s" in capsys.readouterr().err
+
+
+def test_report_says_which_runs_it_used_and_labels_old_definitions():
+    text = report.render([query.wrap(r) for r in results.load([FIXTURES]).records])
+    assert text.startswith("runs used: the latest run of each case (schema1-")
+    assert "7 record(s) made under an older metric definition are shown but left out of verdicts" in text
+    assert "ok (older definition)" in text
 
 
 def test_machine_peak_file_is_not_a_result(tmp_path):

@@ -44,3 +44,48 @@ def test_efficiency_and_improvement_by_hand():
     assert stats.improvement_pct(312.7, 347.5) == pytest.approx(11.1, abs=0.05)
     with pytest.raises(ValueError):
         stats.improvement_pct(0, 1)
+
+
+def test_t_quantiles():
+    assert stats.t975(1) == 12.706 and stats.t975(2) == 4.303 and stats.t975(11) == 2.228
+    with pytest.raises(ValueError):
+        stats.t975(0)
+
+
+def test_noise_floor_by_hand():
+    f = stats.noise_floor([990.0, 1000.0, 1010.0])
+    assert f["n"] == 3 and f["rel_sd"] == pytest.approx(0.01)
+    with pytest.raises(ValueError):
+        stats.noise_floor([1000.0])
+
+
+def test_ci95_from_the_floor_alone():
+    # one process at 1000 images/s, floor sd 1% over 3 processes (df 2, t 4.303), no window noise:
+    # half-width = 4.303 x sqrt(0.01^2 / 1) x 1000 = 43.03
+    floor = {"rel_sd": 0.01, "n": 3}
+    assert stats.ci95([1000.0], [0.0], floor) == pytest.approx([956.97, 1043.03])
+    # window noise adds: sqrt(0.01^2 + 0.02^2) = 0.02236 -> 96.22
+    assert stats.ci95([1000.0], [0.02], floor) == pytest.approx([1000 - 96.22, 1000 + 96.22], abs=0.01)
+
+
+def test_ci95_pools_the_floor_with_the_cases_own_processes():
+    # K=3 at 990, 1000, 1010 (sd 1%, df 2) and a floor of sd 2% over 4 processes (df 3):
+    # pooled = (3 x 0.0004 + 2 x 0.0001) / 5 = 0.00028; t(5) = 2.571; half = 2.571 x sqrt(0.00028 / 3) x 1000
+    lo, hi = stats.ci95([990.0, 1000.0, 1010.0], [0.0, 0.0, 0.0], {"rel_sd": 0.02, "n": 4})
+    half = 2.571 * (0.00028 / 3) ** 0.5 * 1000
+    assert (lo, hi) == pytest.approx((1000 - half, 1000 + half))
+
+
+def test_one_process_and_no_floor_cannot_be_judged():
+    assert stats.ci95([1000.0], [0.01], None) is None
+    assert stats.ci95([1000.0, 1020.0], [0.0, 0.0], None) is not None  # two processes: their own spread
+
+
+def test_combine_processes_takes_the_median_process():
+    procs = [{"images_per_s": v, "images_per_s_per_gpu": v / 2, "window_rel_se": 0.0, "tag": t}
+             for v, t in ((1010.0, "a"), (990.0, "b"), (1000.0, "c"))]
+    m = stats.combine_processes(procs, None, gpus=2)
+    assert m["images_per_s"] == 1000.0 and m["images_per_s_per_gpu"] == 500.0 and m["tag"] == "c"
+    assert m["images_per_s_processes"] == [1010.0, 990.0, 1000.0] and m["processes"] == 3
+    lo, hi = m["images_per_s_ci95"]
+    assert lo < 990 < 1010 < hi  # t(2) = 4.303 x 1% / sqrt(3) = 2.5%

@@ -4,7 +4,7 @@ from pathlib import Path
 
 import pytest
 
-from bench import plots, report, results, sweeps
+from bench import plots, query, report, sweeps
 
 FIXTURES = Path(__file__).parent / "fixtures" / "results"
 
@@ -50,11 +50,16 @@ def test_loaders_sweep_pairs_each_loader_with_its_ceiling():
         names = {c.name for c in cases if c.gpus == n}
         assert names == {"loader-synthetic", "loader-torch", "loader-torch-only", "loader-dali-mixed",
                          "loader-dali-mixed-only", "loader-dali-cpu", "loader-dali-cpu-only"}
-    assert all(c.strategy == "ddp" and c.precision == "bf16" and c.channels_last for c in cases)
-    # the torch DataLoader's windows are longer (each worker hands over a whole batch at a time)
-    assert {c.steps for c in cases if c.loader == "torch"} == {sweeps.TORCH_LOADER_STEPS}
-    assert {c.steps for c in cases if c.loader != "torch"} == {15}
-    assert sweeps.images_needed(cases) == sweeps.TORCH_LOADER_STEPS * 256 * 2
+    assert all(c.strategy == "ddp" and c.channels_last for c in cases)
+    # a loader-only case runs no model, so it carries no precision; the others train in bf16
+    assert {c.precision for c in cases if c.loader_only} == {"fp32"}
+    assert {c.precision for c in cases if not c.loader_only} == {"bf16"}
+    # windows are bounded by time; the torch DataLoader's are longer (each worker hands over a whole batch)
+    assert {c.min_window_s for c in cases if c.loader == "torch"} == {sweeps.TORCH_LOADER_WINDOW_S}
+    assert {c.min_window_s for c in cases if c.loader != "torch"} == {2.0}
+    # workers and threads are the machine's cores per rank, resolved when a case runs: never in the case id
+    assert {c.num_workers for c in cases if c.loader == "torch"} == {-1}
+    assert {c.dali_threads for c in cases if c.loader == "dali"} == {-1}
 
 
 def test_ablation_adds_one_change_at_a_time_then_removes_each_from_the_best():
@@ -96,7 +101,7 @@ def _ablation_records(tmp_path):
 
 def test_report_writes_plots_and_report_md(tmp_path):
     root = _ablation_records(tmp_path)
-    recs = results.load([root]).records
+    recs = query.load([root])[0]
     path = report.write_report(recs, tmp_path / "out")
     text = path.read_text()
     assert "## Seed table" in text and "![scaling](plots/scaling.png)" in text and "![ablation](plots/ablation.png)" in text

@@ -12,6 +12,16 @@ def process_batch(case) -> int:
     return case.batch_size * case.gpus if case.strategy == "dp" else case.batch_size
 
 
+def cores_per_rank(requested: int) -> int:
+    """Workers or threads for one rank: as asked, or (-1) the cores this process may use shared over
+    the ranks on this machine. A fact of the machine, stored with the result, never in the case id."""
+    import os
+    if requested >= 0:
+        return requested
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+    return max(1, cores // int(os.environ.get("LOCAL_WORLD_SIZE", 1)))
+
+
 def make(case, ctx):
     if case.loader == "synthetic":
         from .synthetic import SyntheticLoader

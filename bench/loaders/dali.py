@@ -7,7 +7,7 @@ scatters its input from that GPU anyway; a pipeline per GPU would need a gather 
 from __future__ import annotations
 
 from .. import data
-from . import SkipCase, process_batch
+from . import SkipCase, cores_per_rank, process_batch
 from .normalize import MEAN_255, STD_255
 
 PREFETCH_DEPTH = 2
@@ -27,7 +27,7 @@ def _pipeline(case, ctx, files, labels, batch):
 
     on_gpu = ctx.device.type == "cuda"
 
-    @pipeline_def(batch_size=batch, num_threads=case.dali_threads, seed=case.seed + ctx.rank,
+    @pipeline_def(batch_size=batch, num_threads=cores_per_rank(case.dali_threads), seed=case.seed + ctx.rank,
                   device_id=ctx.device.index if on_gpu else None, prefetch_queue_depth=PREFETCH_DEPTH)
     def pipe():
         jpegs, lab = fn.readers.file(files=files, labels=labels, shard_id=ctx.rank if case.strategy == "ddp" else 0,
@@ -75,7 +75,8 @@ class DaliLoader:
                 yield images, labels.to(self.device, non_blocking=True)
 
     def facts(self) -> dict:
-        return {"loader_images": self.images, "non_jpeg_files_skipped": self.skipped_files}
+        return {"loader_images": self.images, "non_jpeg_files_skipped": self.skipped_files,
+                "loader_threads": cores_per_rank(self.case.dali_threads)}
 
     def close(self) -> None:
         self.iterator = None

@@ -9,7 +9,7 @@ from torch.utils.data import DataLoader, Dataset, DistributedSampler, RandomSamp
 from torchvision.transforms import v2
 
 from .. import data
-from . import process_batch
+from . import cores_per_rank, process_batch
 from .normalize import DeviceNormalize
 
 
@@ -69,7 +69,7 @@ class TorchLoader:
         else:
             per_epoch = RandomSampler(self.dataset, generator=torch.Generator().manual_seed(case.seed))
         self.sampler = EpochAfterEpoch(per_epoch)
-        workers = case.num_workers
+        workers = cores_per_rank(case.num_workers)
         self.loader = DataLoader(
             self.dataset, batch_size=process_batch(case), sampler=self.sampler,
             num_workers=workers, pin_memory=case.pin_memory and ctx.device.type == "cuda",
@@ -81,6 +81,7 @@ class TorchLoader:
         self.skipped_files = len(folder.skipped)
         self.corrupt_replaced = 0
         self.prefetch_batches = workers * case.prefetch_factor if workers else 0
+        self.workers = workers
         self.input_wait_s = 0.0  # seconds spent blocked on the workers, read by the trainer
 
     def __iter__(self):
@@ -98,7 +99,8 @@ class TorchLoader:
 
     def facts(self) -> dict:
         return {"loader_images": len(self.dataset), "non_jpeg_files_skipped": self.skipped_files,
-                "corrupt_images_replaced": self.corrupt_replaced, "loader_epochs_started": self.sampler.epochs_started}
+                "corrupt_images_replaced": self.corrupt_replaced, "loader_epochs_started": self.sampler.epochs_started,
+                "loader_threads": self.workers}
 
     def close(self) -> None:
         self.loader = None

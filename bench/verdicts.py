@@ -1,0 +1,54 @@
+"""Verdicts that respect the noise: pure maths on two figures and their 95% intervals.
+
+A comparison says `faster`, `slower` or `within noise`, decided against the combined noise of both
+sides (the half-widths of their intervals added in quadrature); without an interval on either side
+it says `inconclusive`. A claim that X speeds training up `holds` when the gain exceeds that noise,
+`does not hold` when even the top of the noise band stays below MIN_EFFECT_PCT (no gain worth the
+name, or a loss), and is `inconclusive` otherwise.
+"""
+from __future__ import annotations
+
+import math
+
+FASTER, SLOWER, WITHIN, INCONCLUSIVE = "faster", "slower", "within noise", "inconclusive"
+HOLDS, FAILS, CANNOT = "holds", "does not hold", "cannot be measured here"
+MIN_EFFECT_PCT = 3.0
+"""The smallest gain that counts as the speed-up an article promises."""
+
+
+def half_width_pct(metrics: dict, within_process_ok: bool = False) -> float | None:
+    """Half the 95% interval, in percent of the figure. Records from before intervals were stored
+    (schema 1) have only their windows' range, which misses process-to-process noise: used only
+    when asked for (`within_process_ok`)."""
+    ips = metrics.get("images_per_s")
+    ci = metrics.get("images_per_s_ci95")
+    if ips and ci:
+        return 100.0 * (ci[1] - ci[0]) / 2 / ips
+    if ips and within_process_ok and "images_per_s_min" in metrics:
+        return 100.0 * (metrics["images_per_s_max"] - metrics["images_per_s_min"]) / 2 / ips
+    return None
+
+
+def compare(a_ips: float, a_half_pct: float | None, b_ips: float, b_half_pct: float | None) -> dict:
+    """B against A: the change in percent, the combined noise in percent, and the verdict."""
+    delta = 100.0 * (b_ips - a_ips) / a_ips
+    if a_half_pct is None or b_half_pct is None:
+        return {"delta_pct": delta, "noise_pct": None, "verdict": INCONCLUSIVE}
+    noise = math.hypot(a_half_pct, b_half_pct)
+    verdict = FASTER if delta > noise else SLOWER if delta < -noise else WITHIN
+    return {"delta_pct": delta, "noise_pct": noise, "verdict": verdict}
+
+
+def claim_verdict(delta_pct: float, noise_pct: float | None) -> str:
+    """Does 'after is faster than before' hold, given the change and its combined noise?"""
+    if noise_pct is None:
+        return INCONCLUSIVE
+    if delta_pct - noise_pct > 0:
+        return HOLDS
+    if delta_pct + noise_pct < MIN_EFFECT_PCT:
+        return FAILS
+    return INCONCLUSIVE
+
+
+def noise_text(c: dict) -> str:
+    return "no interval stored" if c["noise_pct"] is None else f"noise +-{c['noise_pct']:.1f}%"
