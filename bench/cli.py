@@ -98,9 +98,14 @@ def cmd_run(a) -> int:
     check_processes(a)
     run = Run(results.Store(a.results), dist, a.processes)
     reference = sweeps.noise_reference(case.device)
-    run.measure_floor(reference, a.floor_processes)
-    records = run_cases([case], a.sweep_name, run.store, dist, run=run)
-    run.measure_floor(reference, min(a.floor_processes, 2), at="end")
+    run.begin([case])
+    try:
+        run.measure_floor(reference, a.floor_processes)
+        records = run_cases([case], a.sweep_name, run.store, dist, run=run)
+        run.measure_floor(reference, a.floor_end_processes, at="end")
+    except KeyboardInterrupt:
+        run.finish(interrupted=True)
+        raise
     run.finish()
     return 0 if records and records[0]["status"] in ("ok", "skipped") else 1
 
@@ -108,8 +113,9 @@ def cmd_run(a) -> int:
 def check_processes(a) -> None:
     if a.processes < 1:
         raise CaseError(f"--processes={a.processes} must be >= 1 (fresh processes per case)")
-    if a.floor_processes == 1 or a.floor_processes < 0:
-        raise CaseError(f"--floor-processes={a.floor_processes} must be 0 (no floor) or >= 2")
+    for flag, n in (("--floor-processes", a.floor_processes), ("--floor-end-processes", a.floor_end_processes)):
+        if n == 1 or n < 0:
+            raise CaseError(f"{flag}={n} must be 0 (none) or >= 2")
 
 
 def add_noise_flags(p: argparse.ArgumentParser, floor_default: int) -> None:
@@ -117,8 +123,11 @@ def add_noise_flags(p: argparse.ArgumentParser, floor_default: int) -> None:
     g.add_argument("--processes", type=int, default=1, metavar="K",
                    help="fresh processes per case; the figure is their median (default 1)")
     g.add_argument("--floor-processes", type=int, default=floor_default, metavar="N",
-                   help="fresh processes of the reference case that measure this run's noise floor, "
-                        f"at the start (and min(N, 2) more at the end); 0 = none (default {floor_default})")
+                   help="fresh processes of the reference case that measure this run's noise floor at its "
+                        f"start; 0 = none (default {floor_default})")
+    g.add_argument("--floor-end-processes", type=int, default=min(floor_default, 2), metavar="M",
+                   help="more of them at the run's end, a check that the machine did not drift; 0 = none "
+                        f"(default {min(floor_default, 2)})")
 
 
 def cmd_sweep(a) -> int:
@@ -149,15 +158,15 @@ def cmd_sweep(a) -> int:
     run = Run(store, dist, a.processes)
     all_records, measured = [], {}
     reference = sweeps.noise_reference(device)
+    run.begin([c for _, cs in plans for c in cs])
     try:
         run.measure_floor(reference, a.floor_processes)
         for name, cases in plans:
             all_records += run_cases(cases, name, store, dist, resume=a.resume, measured=measured, run=run)
-        run.measure_floor(reference, min(a.floor_processes, 2), at="end")
+        run.measure_floor(reference, a.floor_end_processes, at="end")
     except KeyboardInterrupt:
         run.finish(interrupted=True)
-        print("\ninterrupted: every finished case is stored; run again with --resume to go on", file=sys.stderr)
-        return 130
+        raise
     run.finish()
     print()
     print(report.render([query.wrap(r) for r in all_records], a.lang))
@@ -402,7 +411,18 @@ def main(argv=None) -> int:
     a = p.parse_args(argv)
     if a.command == "sweep" and a.name not in ("default", "all", *sweeps.SWEEPS):
         p.exit(2, f"error: unknown sweep {a.name!r}; accepted: default, all, {', '.join(sweeps.SWEEPS)}\n")
+    from .results import StoreError
+    from .runner import Stopped, terminate_as_interrupt
     try:
-        return a.func(a)
+        with terminate_as_interrupt():
+            return a.func(a)
     except CaseError as e:
         p.exit(2, f"error: {e}\n")
+    except StoreError as e:
+        p.exit(2, f"error: {e}\n")
+    except KeyboardInterrupt as e:
+        import signal
+        signum = e.signum if isinstance(e, Stopped) else signal.SIGINT
+        print(f"\ninterrupted ({signal.Signals(signum).name}): the running case's processes were stopped and every "
+              f"finished case is stored; run again with --resume to go on", file=sys.stderr)
+        return 128 + signum

@@ -8,9 +8,11 @@ per run, <root>/<machine>/<commit>/runs/<run_id>.json, with the run's noise floo
 from __future__ import annotations
 
 import datetime
+import fcntl
 import json
 import os
 import secrets
+import shutil
 import sys
 import tempfile
 from dataclasses import dataclass
@@ -61,9 +63,59 @@ def write_atomic(path: Path, data: dict, replace: bool = True) -> None:
         Path(tmp).unlink(missing_ok=True)
 
 
+MIN_FREE_BYTES = 64 * 2**20  # records, manifests, REPORT.md and plots of a sweep fit many times over
+LOCK_FILE = ".lock"
+
+
+class StoreError(RuntimeError):
+    """The results folder cannot take results: said before any case runs."""
+
+
 class Store:
     def __init__(self, root: Path | str = DEFAULT_ROOT):
         self.root = Path(root)
+        self._lock = None
+
+    def check_writable(self, machine: str, commit: str) -> None:
+        """Refuse, before anything runs, a results folder that cannot be written or has no room."""
+        folder = self.root / machine / commit
+        try:
+            folder.mkdir(parents=True, exist_ok=True)
+            fd, probe = tempfile.mkstemp(dir=folder, prefix=".write-check-")
+            os.close(fd)
+            os.unlink(probe)
+        except OSError as e:
+            raise StoreError(f"results folder {folder} cannot be written ({e.strerror or e}); "
+                             "fix its permissions or pass --results DIR") from None
+        free = shutil.disk_usage(folder).free
+        if free < MIN_FREE_BYTES:
+            raise StoreError(f"results folder {folder} has {free / 2**20:.0f} MiB free, less than the "
+                             f"{MIN_FREE_BYTES / 2**20:.0f} MiB a run needs; free some or pass --results DIR")
+
+    def lock(self, machine: str, holder: str) -> None:
+        """One run at a time per machine and results folder: a second one refuses (StoreError) instead
+        of measuring beside the first, which would slow both and overwrite nothing but trust."""
+        folder = self.root / machine
+        folder.mkdir(parents=True, exist_ok=True)
+        f = open(folder / LOCK_FILE, "a+")
+        try:
+            fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            f.seek(0)
+            other = f.read().strip() or "another process"
+            f.close()
+            raise StoreError(f"another run is measuring on {machine} with results in {self.root} ({other}); "
+                             "wait for it to finish, or use another --results folder") from None
+        f.seek(0)
+        f.truncate()
+        f.write(holder)
+        f.flush()
+        self._lock = f
+
+    def unlock(self) -> None:
+        if self._lock:
+            self._lock.close()  # closing releases the lock; the kernel releases it if we die
+            self._lock = None
 
     def sweep_dir(self, machine: str, commit: str, sweep: str) -> Path:
         return self.root / machine / commit / sweep
@@ -147,6 +199,14 @@ def load(paths: list[Path | str]) -> Loaded:
         rec["_path"] = str(f)
         records.append(rec)
     return Loaded(records, problems)
+
+
+def save_fallback(record: dict, error: BaseException) -> Path:
+    """Where a record goes when the results folder failed after the measurement: never lost."""
+    folder = Path(tempfile.gettempdir()) / "bench-unsaved"
+    path = folder / f"{record.get('machine')}-{record.get('commit_folder')}-{record.get('sweep')}-{record.get('case_id')}-{record.get('run_id')}.json"
+    write_atomic(path, {**record, "unsaved_because": f"{error.__class__.__name__}: {error}"})
+    return path
 
 
 def warn_problems(problems: list[str]) -> None:

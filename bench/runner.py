@@ -15,7 +15,7 @@ from .case import Case
 from .diagnose import diagnose
 from .launch import DistArgs, run_case
 from .peak import load_or_measure
-from .results import DEFINITIONS, SCHEMA, Store, commit_folder, new_run_id
+from .results import DEFINITIONS, SCHEMA, Store, commit_folder, new_run_id, save_fallback
 
 
 class NotEnoughGPUs(SystemExit):
@@ -28,6 +28,14 @@ def check_gpus(cases: list[Case], visible: int, dist: DistArgs = DistArgs()) -> 
     if need > visible:
         raise NotEnoughGPUs(f"error: the cases need {need} GPU(s) on this machine but {visible} "
                             f"{'is' if visible == 1 else 'are'} visible; ask for at most {visible}")
+
+
+def check_nodes(cases: list[Case], dist: DistArgs) -> None:
+    """Refuse, before anything runs, a case whose GPUs do not divide over the nodes."""
+    for c in cases:
+        if c.launcher == "torchrun" and c.gpus % dist.nnodes:
+            raise NotEnoughGPUs(f"error: {c.case_id} needs gpus={c.gpus}, which does not divide over "
+                                f"--nnodes={dist.nnodes}; use a multiple of {dist.nnodes}")
 
 
 def check_data(cases: list[Case]) -> None:
@@ -113,9 +121,21 @@ class Run:
         self.machine, self.commit = envmod.machine_slug(self.env), commit_folder(self.env)
         self.floor = None
         self.stores = dist.nnodes == 1 or dist.node_rank == 0
+        self.begun = False
         self.manifest = {"run_id": self.run_id, "machine": self.machine, "commit_folder": self.commit,
                          "started_at": _now(), "processes": processes, "sweeps": [], "noise_floor": None,
                          "noise_floor_end": None, "env": self.env}
+
+    def begin(self, cases: list[Case]) -> None:
+        """Everything that can refuse the run, in one line each, before anything is measured: GPUs,
+        nodes, data folders, then the results folder (writable, with room) and its lock."""
+        check_gpus(cases, envmod.visible_gpu_count(), self.dist)
+        check_nodes(cases, self.dist)
+        check_data(cases)
+        if self.stores and not self.begun:
+            self.store.check_writable(self.machine, self.commit)
+            self.store.lock(self.machine, f"pid {os.getpid()}, run {self.run_id}, started {_now()}")
+        self.begun = True
 
     def save(self) -> None:
         if self.stores:
@@ -149,7 +169,10 @@ class Run:
 
     def finish(self, interrupted: bool = False) -> None:
         self.manifest.update(finished_at=_now(), interrupted=interrupted)
-        self.save()
+        try:
+            self.save()
+        finally:
+            self.store.unlock()
 
 
 def _now() -> str:
@@ -181,21 +204,32 @@ def reused(record: dict, sweep: str) -> dict:
     return {**record, "sweep": sweep, "reused_from_sweep": record.get("reused_from_sweep") or record["sweep"]}
 
 
+class Stopped(KeyboardInterrupt):
+    """A stop asked by a signal; `exit_code` is 128 + its number, as a shell reports it."""
+
+    def __init__(self, signum: int):
+        super().__init__(f"signal {signum}")
+        self.signum = signum
+        self.exit_code = 128 + signum
+
+
 @contextlib.contextmanager
 def terminate_as_interrupt():
-    """SIGTERM (a batch scheduler's cancel, `timeout`) takes Ctrl-C's path: the running case's
-    processes are killed and every finished result is kept. Signal handlers belong to the main thread."""
+    """SIGTERM (a batch scheduler's cancel, `timeout`) and SIGHUP (a closed terminal) take Ctrl-C's
+    path: the running case's processes are killed and every finished result is kept. Signal
+    handlers belong to the main thread."""
     if threading.current_thread() is not threading.main_thread():
         yield
         return
 
     def interrupt(signum, frame):
-        raise KeyboardInterrupt(f"signal {signum}")
-    previous = signal.signal(signal.SIGTERM, interrupt)
+        raise Stopped(signum)
+    previous = {sig: signal.signal(sig, interrupt) for sig in (signal.SIGTERM, signal.SIGHUP)}
     try:
         yield
     finally:
-        signal.signal(signal.SIGTERM, previous)
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
 
 
 def run_cases(cases: list[Case], sweep: str, store: Store, dist: DistArgs = DistArgs(),
@@ -203,10 +237,17 @@ def run_cases(cases: list[Case], sweep: str, store: Store, dist: DistArgs = Dist
     """Run each case in fresh processes and store it. `measured` (case id -> record) carries the
     cases an earlier sweep of the same invocation ran, so an identical case is not run twice.
     `run` is the invocation this sweep belongs to (one is made, with no noise floor, if none is given)."""
-    run = run or Run(store, dist, out=out)
+    if run is None:  # a run of its own, finished when this sweep is
+        run = Run(store, dist, out=out)
+        try:
+            records = run_cases(cases, sweep, store, dist, resume, out, measured, run)
+        except BaseException:
+            run.finish(interrupted=True)
+            raise
+        run.finish()
+        return records
     env = run.env
-    check_gpus(cases, envmod.visible_gpu_count(), dist)
-    check_data(cases)
+    run.begin(cases)
     stores = run.stores
     machine, commit = run.machine, run.commit
     device = "cuda" if any(c.device == "cuda" for c in cases) else "cpu"
@@ -220,7 +261,11 @@ def run_cases(cases: list[Case], sweep: str, store: Store, dist: DistArgs = Dist
 
     def keep(record: dict) -> None:
         if stores:
-            store.save(record)
+            try:
+                store.save(record)
+            except OSError as e:  # the folder failed after the measurement: keep the figure, go on
+                print(f"  could not store the result ({e.__class__.__name__}: {e}); saved it to "
+                      f"{save_fallback(record, e)}", file=out, flush=True)
         records.append(record)
 
     with terminate_as_interrupt():

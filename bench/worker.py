@@ -17,7 +17,7 @@ import torch
 import torch.distributed as dist
 import torchvision
 
-from . import extra_windows, loaders, precision, strategies
+from . import extra_windows, lifeline, loaders, precision, strategies
 from .case import Case
 from .context import RankContext, from_environment, synchronize
 from .gpu_sampler import sampler_for
@@ -29,6 +29,34 @@ percentage of the warm-up's step time, so a run can be made slower on purpose. S
 MAX_STEPS_PER_WINDOW = 100_000
 
 OOM_ERRORS = (getattr(torch, "OutOfMemoryError", torch.cuda.OutOfMemoryError), torch.cuda.OutOfMemoryError)
+# allocation failures that PyTorch raises as plain RuntimeErrors (the CPU allocator, cuDNN, cuBLAS)
+OOM_MESSAGES = ("DefaultCPUAllocator: can't allocate memory", "CUDNN_STATUS_ALLOC_FAILED",
+                "CUBLAS_STATUS_ALLOC_FAILED", "out of memory")
+
+
+def is_oom(e: BaseException) -> bool:
+    return isinstance(e, OOM_ERRORS) or (isinstance(e, RuntimeError) and any(m in str(e) for m in OOM_MESSAGES))
+
+
+class Heartbeat:
+    """What this rank is doing, in a small file the launcher reads if the case hangs or dies:
+    phase, step, seconds since start and resident memory. Phase changes are written at once,
+    steps at most once a second, so a measured window pays almost nothing for it."""
+
+    def __init__(self, path: Path | None = None):
+        self.path, self.t0, self.last, self.phase = path, time.monotonic(), 0.0, ""
+
+    def beat(self, phase: str, step: int | None = None) -> None:
+        now = time.monotonic()
+        if self.path is None or (phase == self.phase and now - self.last < 1.0):
+            return
+        self.phase, self.last = phase, now
+        rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+        _write(self.path, {"phase": phase, "step": step, "elapsed_s": round(now - self.t0, 2), "max_rss_bytes": rss,
+                           "wall_time": time.time()})
+
+
+heartbeat = Heartbeat()
 
 
 def build_model(case: Case, ctx: RankContext) -> torch.nn.Module:
@@ -42,8 +70,8 @@ def inject_fault(case: Case, ctx: RankContext) -> None:
     """Test-only failures, so the launcher's handling of each can be checked on the CPU."""
     if not case.fault or ctx.rank != case.fault_rank:
         return
-    if case.fault == "oom":
-        raise OOM_ERRORS[0](f"injected fault: out of memory on rank {ctx.rank}")
+    if case.fault == "oom":  # a real allocation failure of the device's own allocator, nothing held
+        torch.empty(1 << 62, dtype=torch.uint8, device=ctx.device)
     if case.fault == "crash":
         print(f"injected fault: rank {ctx.rank} crashes", file=sys.stderr, flush=True)
         os._exit(3)
@@ -176,6 +204,7 @@ def measure(case: Case, ctx: RankContext) -> dict:
         if ctx.device.type == "cuda":
             for d in ctx.devices:
                 torch.cuda.reset_peak_memory_stats(d)
+        heartbeat.beat("first step")
         t = time.perf_counter()
         trainer.step(batches)  # the first step pays for compilation, cuDNN autotuning, NCCL set-up
         synchronize(ctx)
@@ -186,6 +215,7 @@ def measure(case: Case, ctx: RankContext) -> dict:
         drained = getattr(loader, "prefetch_batches", 0)
         for _ in range(drained):
             next(batches)
+        heartbeat.beat("warm-up")
         warmup_run = max(case.warmup_steps, 2)
         step_estimate_s = timed_warmup(trainer, batches, ctx, warmup_run - 1)
         steps = window_steps(case, ctx, step_estimate_s)
@@ -201,9 +231,10 @@ def measure(case: Case, ctx: RankContext) -> dict:
         slowdown_pct = float(os.environ.get(SLOWDOWN_VAR) or 0)
         pause_s = step_estimate_s * slowdown_pct / 100.0
         windows, images, waits, stalls, step_times, calls = [], [], [], [], [], []
-        for _ in range(case.repeats):
+        for i in range(case.repeats):
             calls_before = _allreduce_calls(trainer)
-            window, step_s, wait, stall = timed_window(trainer, batches, timer, steps, sampler, pause_s)
+            window, step_s, wait, stall = timed_window(trainer, batches, timer, steps, sampler, pause_s,
+                                                       f"window {i + 1} of {case.repeats}")
             windows.append(window)
             images.append(per_step_images * steps)
             waits.append(wait)
@@ -211,6 +242,7 @@ def measure(case: Case, ctx: RankContext) -> dict:
             step_times.append(step_s)
             if calls_before is not None:
                 calls.append((_allreduce_calls(trainer) - calls_before) / steps)
+        heartbeat.beat("after the windows")
         extra = extra_windows.run(case, ctx, trainer, batches, timer, steps)
         if case.compile and not case.loader_only:
             dtypes = compiled_dtypes(trainer, batches)
@@ -253,7 +285,8 @@ def window_steps(case: Case, ctx: RankContext, step_estimate_s: float) -> int:
     return steps
 
 
-def timed_window(trainer, batches, timer: StepTimer, steps: int, sampler=None, pause_s: float = 0.0):
+def timed_window(trainer, batches, timer: StepTimer, steps: int, sampler=None, pause_s: float = 0.0,
+                 phase: str = "window"):
     """One measured window: every rank opens it together; device-synchronised at both edges.
     Returns the window's seconds, each step's seconds, the host's input wait and the device's input stall."""
     if dist.is_initialized():
@@ -265,7 +298,8 @@ def timed_window(trainer, batches, timer: StepTimer, steps: int, sampler=None, p
     if probe:
         probe.start()
     timer.start()
-    for _ in range(steps):
+    for step in range(steps):
+        heartbeat.beat(phase, step)
         wait += trainer.step(batches)
         timer.mark()
         if pause_s:  # an injected slowdown: the device idles for the pause, whatever was queued
@@ -295,6 +329,8 @@ def redirect_stderr(out: Path, rank: int) -> Path:
 def run_rank(case: Case, out: Path) -> int:
     rank = int(os.environ.get("RANK", 0))
     redirect_stderr(out, rank)
+    heartbeat.path = out / f"rank{rank}.heartbeat"
+    heartbeat.beat("start-up")
     record = {"rank": rank, "status": "ok", "reason": "", "pid": os.getpid(),
               "nccl_env": {k: v for k, v in os.environ.items() if k.startswith("NCCL_")}}
     try:
@@ -303,14 +339,18 @@ def run_rank(case: Case, out: Path) -> int:
         if case.launcher == "torchrun":
             dist.init_process_group("nccl" if case.device == "cuda" else "gloo")
         record.update(measure(case, ctx))
-    except OOM_ERRORS as e:
-        record.update(status="oom", reason=f"out of memory at batch_size={case.batch_size} per GPU: {str(e).splitlines()[0][:300]}")
     except loaders.SkipCase as e:
         record.update(status="skipped", reason=str(e))
     except Exception as e:
         tb = traceback.format_exc()
         print(tb, file=sys.stderr, flush=True)
-        record.update(status="error", reason=f"{e.__class__.__name__}: {e}"[:500], traceback_tail=tb.splitlines()[-15:])
+        if is_oom(e):  # on every device, CPU allocation failures included
+            unit = "GPU" if case.device == "cuda" else "rank"
+            record.update(status="oom", reason=f"out of memory at batch_size={case.batch_size} per {unit}: "
+                                               f"{str(e).splitlines()[0][:300]}")
+        else:
+            record.update(status="error", reason=f"{e.__class__.__name__}: {e}"[:500],
+                          traceback_tail=tb.splitlines()[-15:])
     _write(out / f"rank{rank}.json", record)
     if record["status"] == "ok" and dist.is_initialized():
         gathered = [None] * dist.get_world_size()
@@ -328,6 +368,11 @@ def _write(path: Path, data: dict) -> None:
 
 
 def main(argv=None) -> int:
+    parent = os.getppid()
+    # the launcher (or torchrun) dying for any reason, SIGKILL included, takes this rank with it
+    lifeline.die_with_parent()
+    if lifeline.orphaned(parent):
+        return 1
     p = argparse.ArgumentParser(description=__doc__)
     p.add_argument("--case", required=True, help="case JSON file")
     p.add_argument("--out", required=True, help="folder for this case's per-rank records")

@@ -18,3 +18,17 @@ TINY = Case(device="cpu", model="resnet18", num_classes=10, batch_size=4, image_
 @pytest.fixture
 def tiny():
     return TINY
+
+
+# Every case this test session starts carries this prefix in its token (and so do the processes of
+# the sweeps its tests start), so a leftover check follows only its own processes, however many
+# other bench jobs run on the machine.
+TOKEN_PREFIX = f"test{__import__('os').getpid()}-"
+
+
+@pytest.fixture(autouse=True, scope="session")
+def own_token_prefix():
+    import os
+    from bench.launch import TOKEN_PREFIX_VAR
+    os.environ[TOKEN_PREFIX_VAR] = TOKEN_PREFIX
+    yield

@@ -121,7 +121,8 @@ def test_a_record_missing_a_field_is_named_and_skipped(tmp_path, capsys):
     assert len(loaded.records) == 6 and loaded.problems == [f"{victim}: lacks metrics.images_per_s"]
     from bench.cli import main
     for argv in (["report", str(tmp_path / "r"), "--no-files"], ["claims", str(tmp_path / "r")],
-                 ["history", "seed-", "--results", str(tmp_path / "r")]):
+                 ["history", "seed-", "--results", str(tmp_path / "r")],
+                 ["compare", "a1b2c3d4e5f6", "a1b2c3d4e5f6", "--results", str(tmp_path / "r")]):
         assert main(argv) == 0
         assert "lacks metrics.images_per_s" in capsys.readouterr().err
 

@@ -6,6 +6,8 @@ scatters its input from that GPU anyway; a pipeline per GPU would need a gather 
 """
 from __future__ import annotations
 
+import re
+
 from .. import data
 from . import SkipCase, cores_per_rank, process_batch
 from .normalize import MEAN_255, STD_255
@@ -62,17 +64,26 @@ class DaliLoader:
                                             last_batch_policy=LastBatchPolicy.DROP, auto_reset=True)
         self.device = ctx.device
         self.images = folder.count
+        self.files = folder.files
+        self.shard = (ctx.rank, ctx.world_size) if case.strategy == "ddp" else (0, 1)
         self.prefetch_batches = PREFETCH_DEPTH
         self.skipped_files = len(folder.skipped)
+        self.delivered = 0
 
     def __iter__(self):
         while True:
-            for out in self.iterator:
-                images = out[0]["images"]
-                if self.case.channels_last:
-                    images = images.permute(0, 3, 1, 2)  # NHWC in memory, NCHW to the model: channels_last
-                labels = out[0]["labels"].reshape(-1).long()
-                yield images, labels.to(self.device, non_blocking=True)
+            try:
+                for out in self.iterator:
+                    images = out[0]["images"]
+                    if self.case.channels_last:
+                        images = images.permute(0, 3, 1, 2)  # NHWC in memory, NCHW to the model: channels_last
+                    labels = out[0]["labels"].reshape(-1).long()
+                    self.delivered += images.shape[0]
+                    yield images, labels.to(self.device, non_blocking=True)
+            except RuntimeError as e:
+                if not _DECODE_FAILURE.search(str(e)):
+                    raise
+                raise data.DataError(undecodable(str(e), self.files, self.shard, self.delivered)) from None
 
     def facts(self) -> dict:
         return {"loader_images": self.images, "non_jpeg_files_skipped": self.skipped_files,
@@ -81,3 +92,41 @@ class DaliLoader:
     def close(self) -> None:
         self.iterator = None
         self.pipe = None
+
+
+_DECODE_FAILURE = re.compile(r"decod|codec", re.I)
+
+
+def undecodable(message: str, files: list[str], shard: tuple[int, int], delivered: int) -> str:
+    """One line naming the file DALI failed to decode: from DALI's own message where it names one
+    (its CPU decoder does), else the first file of this rank's shard that PIL cannot decode either."""
+    named = re.search(r"Failed to decode sample #\d+ : (\S+)", message)
+    path = named.group(1) if named else _first_undecodable(_shard_files(files, *shard))
+    where = f"shard {shard[0]} of {shard[1]}, after {delivered} images delivered"
+    lines = [ln.strip() for ln in message.splitlines() if ln.strip()]
+    cause = next((ln for ln in lines if _DECODE_FAILURE.search(ln) and "fn." not in ln), lines[0] if lines else "")[:200]
+    if path:
+        return f"DALI could not decode {path} ({where}): {cause}; remove or replace the file"
+    return f"DALI could not decode an image of its shard ({where}), though PIL decodes each of them: {cause}"
+
+
+def _shard_files(files: list[str], shard_id: int, shards: int) -> list[str]:
+    """The files DALI's file reader gives one shard: a contiguous slice of the list."""
+    n = len(files)
+    return files[n * shard_id // shards: n * (shard_id + 1) // shards]
+
+
+def _first_undecodable(files: list[str], budget_s: float = 60.0) -> str | None:
+    import time
+
+    from PIL import Image
+    deadline = time.monotonic() + budget_s
+    for f in files:
+        if time.monotonic() > deadline:
+            return None
+        try:
+            with Image.open(f) as im:
+                im.load()
+        except Exception:  # any failure to decode is the answer sought
+            return f
+    return None
