@@ -257,6 +257,11 @@ def cmd_compare(a) -> int:
     try:
         a_label, a_recs = compare.resolve(a.a, records, a.machine or None)
         b_label, b_recs = compare.resolve(a.b, records, a.machine or None)
+        if a.only:  # the cases whose id matches one of the comma-separated shell patterns
+            import fnmatch
+            patterns = [p.strip() for p in a.only.split(",") if p.strip()]
+            a_recs, b_recs = ([r for r in recs if any(fnmatch.fnmatchcase(r.case_id, p) for p in patterns)]
+                              for recs in (a_recs, b_recs))
         rows = compare.compare(a_recs, b_recs, force=a.force, include_old=a.include_old)
     except compare.CompareError as e:
         print(f"error: {e}", file=sys.stderr)
@@ -385,6 +390,8 @@ def parser() -> argparse.ArgumentParser:
     c.add_argument("--include-old", action="store_true",
                    help="judge records made under an older metric definition too (by their windows' range)")
     c.add_argument("--json", default="", metavar="FILE", help="also write the comparison as JSON")
+    c.add_argument("--only", default="", metavar="PATTERNS", help="compare only the cases whose id matches one of "
+                                                                   "these comma-separated shell patterns")
     c.add_argument("--results", default=str(results.DEFAULT_ROOT), help="results root folder")
     c.set_defaults(func=cmd_compare)
 

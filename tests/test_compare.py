@@ -106,6 +106,16 @@ def test_two_runs_of_one_commit_are_both_kept_and_compare_as_a_over_a(root, tmp_
     assert {r.run_id for r in latest} == {"20260102T000000Z-a2a2"}
 
 
+def test_only_some_cases(root, tmp_path):
+    _store(root, COMMIT_B, "20260201T000000Z-bbbb", {4: 0.5}, drop=("seed-optimized",))
+    out = tmp_path / "c.json"
+    assert main(["compare", COMMIT_A, COMMIT_B, "--results", str(root), "--only", "seed-baseline-*",
+                 "--fail-under", "5", "--json", str(out)]) == 1
+    doc = json.loads(out.read_text())
+    assert {c["case"].split("-resnet50")[0] for c in doc["cases"]} == {"seed-baseline"}  # no "only in a" rows
+    assert sorted(c["verdict"] for c in doc["cases"]) == ["slower", "within noise", "within noise"]
+
+
 def test_different_hardware_is_refused_unless_forced(root, capsys):
     _store(root, COMMIT_B, "20260201T000000Z-bbbb", gpu_model="NVIDIA H200")
     assert main(["compare", COMMIT_A, COMMIT_B, "--results", str(root)]) == 2
