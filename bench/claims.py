@@ -172,16 +172,25 @@ def _evaluate_table(claim: Claim, records: list[query.Record]) -> dict:
             "evidence": "; ".join(parts) + " (direction judged against noise; hardware differs from the article's)"}
 
 
-def table(records: list[query.Record], include_old: bool = False) -> list[list]:
+def evaluations(records: list[query.Record], include_old: bool = False) -> list[tuple[Claim, dict]]:
     """Every claim judged on the records of ONE machine and commit (never pooled across machines)."""
     machines = {r.machine for r in records}
     if len(machines) > 1:
         raise ValueError(f"claims are judged per machine; got records of {', '.join(sorted(machines))}")
-    rows = []
-    for c in CLAIMS:
-        e = evaluate(c, records, include_old)
-        rows.append([c.id, c.source, c.claim, e["verdict"], e["effect"], e["evidence"]])
-    return rows
+    return [(c, evaluate(c, records, include_old)) for c in CLAIMS]
+
+
+def table(records: list[query.Record], include_old: bool = False) -> list[list]:
+    return [[c.id, c.source, c.claim, e["verdict"], e["effect"], e["evidence"]]
+            for c, e in evaluations(records, include_old)]
+
+
+def files_compared(records: list[query.Record], include_old: bool = False, root: str = "") -> list[str]:
+    """One line per judged claim naming the two (or more) result files it compared."""
+    def short(path: str) -> str:
+        return path[len(root):].lstrip("/") if root and path.startswith(root) else path
+    return [f"{c.id}: " + " -> ".join(short(f) for f in e["files"]) for c, e in evaluations(records, include_old)
+            if e.get("files")]
 
 
 HEADERS = ["claim", "source", "what it says", "verdict", "effect", "evidence"]

@@ -308,6 +308,9 @@ def cmd_claims(a) -> int:
         print(f"## {machine[0]}, commit {newest}\n{query.describe_selection(query.latest(chosen))}\n")
         print(tabulate(claims.table(chosen, include_old=a.include_old), headers=claims.HEADERS, tablefmt="github",
                        disable_numparse=True))
+        files = claims.files_compared(chosen, a.include_old, str(Path(a.results).resolve()))
+        if files:
+            print("\nfiles compared:\n" + "\n".join(f"- {ln}" for ln in files))
         print()
     return 0
 

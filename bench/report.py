@@ -8,7 +8,7 @@ from pathlib import Path
 import pandas as pd
 from tabulate import tabulate
 
-from . import query, stats
+from . import query, results, stats
 
 HEADINGS = {
     "en": ["GPUs", "Batch size (global)", "Baseline throughput (samples/s)",
@@ -119,7 +119,8 @@ def full_rows(records: list[dict]) -> list[list]:
         ok = r["status"] == "ok"
         rows.append([
             r["sweep"], c["name"], c["gpus"], c["batch_size"], c["batch_size"] * c["gpus"], describe(c),
-            r["status"] + ("" if query.wrap(r).current else " (older definition)"),
+            r["status"] + ("" if query.wrap(r).current else " (older definition)")
+            + (f" (slowed {r['injected_slowdown_pct']:g}% on purpose)" if r.get("injected_slowdown_pct") else ""),
             f"{m['images_per_s']:.1f}" if ok else "-", f"{m['images_per_s_per_gpu']:.1f}" if ok else "-",
             noise(r) if ok else "-", _stall(m) if ok else "-", f"{m['data_wait_pct']:.1f}" if ok else "-",
             f"{m['step_time_median_s'] * 1000:.1f}" if ok else "-",
@@ -223,6 +224,9 @@ def _render_group(recs: list[query.Record], lang: str, plot_files: list) -> str:
     out.append("\n## The articles' claims, checked on this machine and commit")
     from . import claims
     out.append(tabulate(claims.table(recs), headers=claims.HEADERS, tablefmt="github", disable_numparse=True))
+    files = claims.files_compared(recs, root=str(results.DEFAULT_ROOT))
+    if files:
+        out.append("\nFiles compared:\n" + "\n".join(f"- {ln}" for ln in files))
     out.append("\n## Every case")
     out.append(full_table(records))
     out.append(f"\nEnvironment: {environment_line(records)}")

@@ -29,7 +29,7 @@ DEFINITIONS = {"images_per_s": 2, "data_wait_pct": 3, "input_stall_pct": 1}
 RUNS_DIR = "runs"
 STATUSES = ("ok", "oom", "error", "timeout", "skipped")
 NOT_RESULTS = {"peak.json"}  # machine facts kept beside the results, not case results
-NOT_RESULT_DIRS = {RUNS_DIR}
+NOT_RESULT_DIRS = {RUNS_DIR, "comparisons"}  # run manifests; compare --json files kept beside results
 # `pytest --benchmark-autosave` runs kept beside a commit's results are pytest-benchmark's own format
 PYTEST_BENCHMARK_DIR = "pytest-benchmark"
 DEFAULT_ROOT = Path(__file__).resolve().parent.parent / "results"

@@ -223,7 +223,31 @@ def test_warm_up_drains_what_the_loader_prefetched(jpegs):
     case = _case(jpegs, num_workers=2, prefetch_factor=3, warmup_steps=2, repeats=1, timeout_s=120.0)
     r = run_case(case)
     assert r["status"] == "ok", r
-    assert r["ranks"][0]["warmup_steps_run"] == 2
+    assert r["ranks"][0]["warmup_steps_run"] == 3  # 1 + a whole round of the 2 workers
     assert r["ranks"][0]["prefetched_batches_drained"] == 2 * 3  # workers x prefetch_factor
     only = run_case(case.replace(loader_only=True, num_workers=0, prefetch_factor=2))
     assert only["status"] == "ok" and only["ranks"][0]["prefetched_batches_drained"] == 0
+
+
+def test_torch_loader_windows_cover_whole_rounds_of_its_workers(jpegs):
+    """Workers hand over whole batches in turn: a window must not end mid-round."""
+    from bench.launch import run_case
+    r = run_case(_case(jpegs, num_workers=3, persistent_workers=True, steps=4, warmup_steps=2, repeats=1,
+                       timeout_s=120.0))
+    assert r["status"] == "ok", r
+    assert r["metrics"]["steps_per_window"] == 6  # 4 rounded up to whole rounds of 3 workers
+    assert r["ranks"][0]["warmup_steps_run"] == 4  # 1 + the timed warm-up, one whole round of 3
+    assert r["ranks"][0]["loader_threads"] == 3
+
+
+def test_window_steps_by_hand():
+    from bench.context import RankContext
+    from bench.worker import steps_per_round, window_steps
+    c = Case(device="cpu", steps=5, min_window_s=2.0)
+    assert window_steps(c, RankContext(), 0.1) == 20  # 2 s at 0.1 s a step
+    assert window_steps(c, RankContext(), 1.0) == 5  # never fewer than `steps`
+    assert window_steps(c, RankContext(), 0.1, steps_per_round(c, 16)) == 32  # whole rounds of 16 batches
+    acc = Case(device="cpu", strategy="ddp", steps=5, min_window_s=2.0, accumulation_steps=8)
+    assert steps_per_round(acc, 16) == 2  # 8 batches a step
+    assert window_steps(acc, RankContext(), 0.1, steps_per_round(acc, 16)) == 20
+    assert steps_per_round(c, 0) == steps_per_round(c, 1) == 1
