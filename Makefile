@@ -48,6 +48,7 @@ setup: $(SETUP)
 
 $(STAMP): $(REQS) environments/requirements-common.txt
 	test -x $(VENV)/bin/python || $(PY) -m venv $(VENV)
-	$(VENV)/bin/python -m pip install -q --upgrade pip
-	$(VENV)/bin/python -m pip install -q -r $(REQS)
+	$(VENV)/bin/python -m pip install --progress-bar on --upgrade pip
+	@echo "installing the suite's packages into $(VENV) (about 6 GB the first time; pip shows its progress)"
+	$(VENV)/bin/python -m pip install --progress-bar on -r $(REQS)
 	touch $@

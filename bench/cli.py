@@ -41,7 +41,8 @@ def add_case_flags(p: argparse.ArgumentParser) -> None:
             g.add_argument(flag, action="append", metavar="NCCL_NAME=VALUE", default=None, help=help_text)
         else:
             kind = {"int": int, "float": float}.get(f.type, str)
-            g.add_argument(flag, type=kind, default=None, help=help_text + f" (default {f.default!r})")
+            g.add_argument(flag, type=kind, default=None,
+                           help=help_text if f.name in TEST_ONLY else help_text + f" (default {f.default!r})")
 
 
 def case_from_args(a: argparse.Namespace, base: Case = Case()) -> Case:
@@ -96,6 +97,9 @@ def cmd_run(a) -> int:
     case = case_from_args(a)
     dist = dist_from_args(a)
     check_processes(a)
+    if case.device == "cuda" and not envmod.visible_gpu_count():
+        raise CaseError("this machine shows no GPU; add --device cpu to run the case on the CPU "
+                        "(gloo ranks for ddp, tiny images suit it: --image-size 32 --model resnet18)")
     run = Run(results.Store(a.results), dist, a.processes)
     reference = sweeps.noise_reference(case.device)
     run.begin([case])
@@ -136,7 +140,10 @@ def cmd_sweep(a) -> int:
     gpus, device = resolve_gpus(a.gpus)
     check_processes(a)
     names = {"default": list(sweeps.DEFAULT_GPU_SWEEPS), "all": list(sweeps.ALL_GPU_SWEEPS)}.get(a.name, [a.name])
-    if device == "cpu":
+    if device == "cpu" and a.dry_run and a.name not in ("smoke", "tiny"):
+        gpus, device = a.gpus or 1, "cuda"  # what the sweep would run on a GPU machine, listed here
+        print(f"no GPU visible: listing sweep {a.name!r} as planned for {gpus} GPU(s)")
+    elif device == "cpu":
         if a.name not in ("default", "all", "smoke", "tiny"):
             raise SystemExit(f"error: sweep {a.name!r} needs GPUs and none is visible; on the CPU run `smoke`")
         names = ["tiny"] if a.name == "tiny" else ["smoke"]
@@ -144,6 +151,11 @@ def cmd_sweep(a) -> int:
     data_dir = a.data or (str(default_data_dir()) if any(n in sweeps.NEEDS_DATA for n in names) else "")
     overrides = {"data_dir": data_dir} if data_dir else {}
     plans = [(n, sweeps.build(n, gpus, device, **overrides)) for n in names]  # all validated first
+    if device == "cpu":  # a sweep's GPU cases (tiny holds one, for the pytest front end) wait for a GPU
+        left_out = sum(c.device == "cuda" for _, cs in plans for c in cs)
+        plans = [(n, [c for c in cs if c.device == "cpu"]) for n, cs in plans]
+        if left_out:
+            print(f"{left_out} case(s) need a GPU and are left out here")
     if a.only:
         plans = select_cases(plans, a.only)
     dist = dist_from_args(a)
@@ -237,10 +249,10 @@ def cmd_report(a) -> int:
     from . import report
     paths = a.paths or [a.results]
     records = _select(a, _load(paths))
-    print(report.render(records, a.lang))
+    print(report.render(records, a.lang, wide=a.wide))
     if records and not a.no_files:
         out = Path(a.out) if a.out else (Path(paths[0]) if len(paths) == 1 and Path(paths[0]).is_dir() else Path(a.results))
-        print(f"\nwrote {report.write_report(records, out, a.lang)} (and its plots)")
+        print(f"\nwrote {report.write_report(records, out, a.lang, a.wide)} (and its plots)")
     if a.csv:
         latest = query.dicts(query.latest(records))
         Path(a.csv).parent.mkdir(parents=True, exist_ok=True)
@@ -286,11 +298,14 @@ def cmd_history(a) -> int:
     from tabulate import tabulate
 
     from . import compare
-    rows = compare.history(a.case, _load([a.results]))
-    if not rows:
+    from .report import describe
+    records = [r for r in _load([a.results]) if r.case_id.startswith(a.case)]
+    if not records:
         raise SystemExit(f"error: no stored result has a case id starting with {a.case!r}")
-    print(tabulate(rows, headers=["started", "commit", "run", "machine", "sweep", "status", "images/s", "95% interval"],
-                   tablefmt="github", disable_numparse=True))
+    for case_id, recs in query.group(records, "case_id").items():
+        print(f"{case_id[0]}\n  {describe(recs[0].data['case'])}")
+        print(tabulate(compare.history(case_id[0], recs), headers=["started", "commit", "run", "machine", "sweep",
+                       "status", "images/s", "95% interval"], tablefmt="github", disable_numparse=True) + "\n")
     return 0
 
 
@@ -316,7 +331,11 @@ def cmd_claims(a) -> int:
 
 
 def cmd_env(a) -> int:
-    print(json.dumps(envmod.collect(), indent=1, default=str))
+    env = envmod.collect()
+    if a.json:
+        print(json.dumps(env, indent=1, default=str))
+        return 0
+    print(envmod.describe(env))
     return 0
 
 
@@ -365,6 +384,7 @@ def parser() -> argparse.ArgumentParser:
     rep.add_argument("--results", default=str(results.DEFAULT_ROOT), help="results root folder")
     rep.add_argument("--out", default="", help="folder for REPORT.md and plots/ (default: the folder read)")
     rep.add_argument("--no-files", action="store_true", help="print only; write no REPORT.md or plots")
+    rep.add_argument("--wide", action="store_true", help="also every column of every case (wider than a terminal)")
     add_selection_flags(rep)
     rep.set_defaults(func=cmd_report)
 
@@ -372,8 +392,9 @@ def parser() -> argparse.ArgumentParser:
                        description="Make an ImageNet-like JPEG ImageFolder tree, or check a folder before use.")
     dsub = d.add_subparsers(dest="action", required=True)
     mk = dsub.add_parser("make", help="write N JPEGs in C class folders (deterministic, resumable)")
-    mk.add_argument("--images", type=int, required=True)
-    mk.add_argument("--classes", type=int, default=DEFAULT_CLASSES)
+    mk.add_argument("--images", type=int, required=True, help="how many JPEGs")
+    mk.add_argument("--classes", type=int, default=None,
+                    help="class folders (default: about ten images each, at most 100)")
     mk.add_argument("--out", required=True)
     mk.add_argument("--seed", type=int, default=0)
     mk.add_argument("--workers", type=int, default=None, help="processes (default: every core)")
@@ -412,6 +433,7 @@ def parser() -> argparse.ArgumentParser:
     cl.set_defaults(func=cmd_claims)
 
     e = sub.add_parser("env", help="print the machine and software facts a result records")
+    e.add_argument("--json", action="store_true", help="as JSON, for machines")
     e.set_defaults(func=cmd_env)
     return p
 

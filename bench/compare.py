@@ -130,13 +130,13 @@ def render(rows: list[dict], a_name: str, b_name: str) -> str:
 
 
 def history(case_ref: str, records: list[query.Record]) -> list[list]:
-    """That case in every stored run, oldest first."""
+    """That case (its exact id) in every stored run, oldest first."""
     rows = []
     for r in sorted(records, key=lambda r: (r.started_at, r.run_id)):
-        if r.case_id == case_ref or r.case_id.startswith(case_ref):
+        if r.case_id == case_ref:
             m = r.data.get("metrics") or {}
             ci = m.get("images_per_s_ci95")
             rows.append([r.started_at, r.commit, r.run_id, r.machine, r.sweep, r.status,
-                         f"{m['images_per_s']:.1f}" if r.ok else "-",
-                         (f"{ci[0]:.1f}-{ci[1]:.1f}" if ci else f"windows' spread {m['spread_pct']:.1f}%") if r.ok else "-"])
+                         f"{m['images_per_s']:,.1f}" if r.ok else "-",
+                         (f"{ci[0]:,.1f}-{ci[1]:,.1f}" if ci else f"windows' spread {m['spread_pct']:.1f}%") if r.ok else "-"])
     return rows

@@ -6,6 +6,7 @@ amplitude) plus hard-edged shapes, so neither flat colour nor white noise skews 
 """
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import os
 import time
@@ -81,8 +82,35 @@ def _write_one(args) -> int:
     return path.stat().st_size
 
 
-def make_dataset(out: Path, images: int, classes: int, seed: int = 0, workers: int | None = None,
+@contextlib.contextmanager
+def progress_bar(what: str, total: int):
+    """A bar with the rate and time left on stderr (rich, the progress library used everywhere here);
+    yields a function that advances it by one."""
+    from rich.console import Console
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
+    with Progress(TextColumn(what), BarColumn(), MofNCompleteColumn(), TextColumn("time left"), TimeRemainingColumn(),
+                  console=Console(stderr=True), transient=False) as bar:
+        task = bar.add_task(what, total=total)
+        yield lambda: bar.advance(task)
+
+
+def _quiet_worker() -> None:
+    """Pool workers stop quietly on the signals the command line turns into a clean stop; the parent
+    reports the stop once."""
+    import signal
+    for sig in (signal.SIGTERM, signal.SIGHUP):
+        signal.signal(sig, signal.SIG_DFL)
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+
+
+def classes_for(images: int) -> int:
+    """Class folders for a generated set: ImageNet-like (up to 100), about ten images each for small sets."""
+    return max(1, min(100, images // 10))
+
+
+def make_dataset(out: Path, images: int, classes: int | None = None, seed: int = 0, workers: int | None = None,
                  echo=print) -> dict:
+    classes = classes or classes_for(images)
     if images < 1 or classes < 1 or classes > images:
         raise DataError(f"--images={images} --classes={classes}: need images >= classes >= 1")
     out = Path(out)
@@ -91,8 +119,13 @@ def make_dataset(out: Path, images: int, classes: int, seed: int = 0, workers: i
     started = time.monotonic()
     jobs = [(str(out), i, classes, seed) for i in range(images)]
     workers = workers or os.cpu_count() or 1
-    with Pool(workers) as pool:
-        sizes = pool.map(_write_one, jobs, chunksize=max(1, images // (workers * 8)))
+    with Pool(workers, initializer=_quiet_worker) as pool, progress_bar(f"writing {images} JPEGs", images) as advance:
+        sizes = []
+        for size in pool.imap_unordered(_write_one, jobs, chunksize=max(1, min(64, images // (workers * 8)))):
+            sizes.append(size)
+            advance()
+        pool.close()
+        pool.join()
     took = time.monotonic() - started
     summary = {"images": images, "classes": classes, "mean_bytes": sum(sizes) / len(sizes),
                "seconds": took, "workers": workers, "folder": str(out)}

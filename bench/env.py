@@ -127,3 +127,20 @@ def machine_slug(env: dict) -> str:
     if env.get("gpu_count"):
         return f"{env['gpu_count']}x-{_slug(env['gpu_model'])}"
     return f"cpu-{env.get('cpu_cores')}-cores"
+
+
+def describe(env: dict) -> str:
+    """The facts a result records, one per line, for a person (`bench env --json` for machines)."""
+    cudnn = env.get("cudnn")
+    cudnn_text = f"{cudnn // 10000}.{cudnn // 100 % 100}.{cudnn % 100}" if isinstance(cudnn, int) else "-"
+    gpus = (f"{env['gpu_count']} x {env['gpu_model']}, driver {env.get('driver')}" if env.get("gpu_count")
+            else "none visible (the suite runs its CPU path)")
+    rows = [("machine folder", machine_slug(env)), ("GPUs", gpus),
+            ("CPU", f"{env.get('cpu_model')}, {env.get('cpu_cores')} cores"), ("host", env.get("hostname")),
+            ("python", env.get("python")), ("torch", f"{env.get('torch')} (CUDA {env.get('cuda') or '-'}, cuDNN {cudnn_text}, "
+                                                      f"NCCL {env.get('nccl') or '-'})"),
+            ("torchvision", env.get("torchvision")), ("DALI", env.get("dali") or "not installed"),
+            ("commit", f"{env.get('commit')}{' (dirty)' if env.get('dirty') else ''}, from {env.get('commit_source')}"),
+            ("NCCL variables", ", ".join(f"{k}={v}" for k, v in (env.get("nccl_env") or {}).items()) or "none")]
+    width = max(len(k) for k, _ in rows)
+    return "\n".join(f"{k:<{width}}  {v}" for k, v in rows)

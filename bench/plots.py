@@ -68,9 +68,10 @@ def baseline_vs_optimized(records: list[dict], out: Path, optimized: str = "seed
             if r is None:  # a case that was not run is marked, never drawn as zero
                 ax.text(x + offset, 0, "not run", rotation=90, ha="center", va="bottom", fontsize=8)
                 continue
+            named = f"{label} ({r['case']['precision']})"  # what each bar computed in
             ax.bar(x + offset, r["metrics"]["images_per_s"], width=0.4, color="C0" if offset < 0 else "C1",
-                   yerr=[[e] for e in _error(r)], capsize=3, label=None if label in labelled else label)
-            labelled.add(label)
+                   yerr=[[e] for e in _error(r)], capsize=3, label=None if named in labelled else named)
+            labelled.add(named)
     batches = [(base.get(n) or opt.get(n))["metrics"]["global_batch"] for n in counts]
     ax.set_xticks(range(len(counts)), [f"{n} GPU(s)\nbatch {b}" for n, b in zip(counts, batches)])
     ax.set_ylabel("images/s (global)")

@@ -3,16 +3,17 @@ and a full table of every case with its configuration."""
 from __future__ import annotations
 
 import statistics
+import textwrap
 from pathlib import Path
 
 import pandas as pd
 from tabulate import tabulate
 
-from . import query, results, stats
+from . import i18n, query, results, stats
 
 HEADINGS = {
-    "en": ["GPUs", "Batch size (global)", "Baseline throughput (samples/s)",
-           "Optimized throughput (samples/s)", "Improvement"],
+    "en": ["GPUs", "Batch size (global)", "Baseline throughput (images/s)",
+           "Optimized throughput (images/s)", "Improvement"],
     # the article's own headings, for side-by-side reading with it
     "zh": ["GPU数量", "Batch Size", "基础配置吞吐量", "优化后吞吐量", "提升比例"],
 }
@@ -55,7 +56,7 @@ def noise(r: dict | None) -> str:
     ci = m.get("images_per_s_ci95")
     if ci:
         return f"+-{100 * (ci[1] - ci[0]) / 2 / m['images_per_s']:.1f}%"
-    return f"spread {m['spread_pct']:.1f}% (1 process)"
+    return f"(spread {m['spread_pct']:.1f}%)"  # one process's windows only: no interval
 
 
 def _ok(records: list[dict]) -> list[dict]:
@@ -163,7 +164,11 @@ def full_table(records: list[dict], fmt: str = "github") -> str:
 
 
 def full_frame(records: list[dict]) -> pd.DataFrame:
-    return pd.DataFrame(full_rows(records), columns=FULL_COLUMNS)
+    """Every column, and the full case id (the tables show a short label)."""
+    ordered = sorted(records, key=lambda r: (r["sweep"], r["case"]["gpus"], r["case"]["name"], r["case_id"]))
+    frame = pd.DataFrame(full_rows(ordered), columns=FULL_COLUMNS)
+    frame.insert(2, "case id", [r["case_id"] for r in ordered])
+    return frame
 
 
 def environment_line(records: list[dict]) -> str:
@@ -173,67 +178,246 @@ def environment_line(records: list[dict]) -> str:
                      for m, g, t, c, cm, d in sorted(envs, key=str))
 
 
-def render(records: list[query.Record], lang: str = "en", plots: dict | None = None) -> str:
-    """Markdown for every machine and commit among the records, the latest run of each case."""
+WIDTH = 120       # every default line fits a terminal of this many columns
+SEED_WIDTH = 100  # the article's table fits in this many
+ARTICLE_GPU_COUNTS = (1, 2, 4)  # the rows of the article's table
+
+
+def render(records: list[query.Record], lang: str = "en", plots: dict | None = None, wide: bool = False) -> str:
+    """Text for every machine and commit among the records (never mixed in one table), the latest run
+    of each case: the article's table first, then a summary, then the details; `wide` adds every column."""
     if not records:
         return "no stored results found"
     groups = query.group(records, "machine", "commit")
     out = []
     for (machine, commit), recs in groups.items():
-        if len(groups) > 1:
-            out.append(f"# {machine}, commit {commit}\n")
-        out.append(_render_group(query.latest(recs), lang, (plots or {}).get((machine, commit), [])))
+        out.append(f"# {i18n.t(lang, 'group', machine=machine, commit=commit)}\n")
+        out.append(_render_group(query.latest(recs), lang, (plots or {}).get((machine, commit), []), wide))
     return "\n\n".join(out)
 
 
-def noise_floor_lines(records: list[query.Record]) -> list[str]:
-    lines = []
-    for run_id, m in sorted(query.run_manifests(records).items()):
-        start, end = m.get("noise_floor") or {}, m.get("noise_floor_end") or {}
-        if "rel_sd" in start:
-            text = (f"run {run_id}: noise floor {100 * start['rel_sd']:.2f}% (process-to-process sd of "
-                    f"{start['case_id'].rsplit('-', 1)[0]} over {start['n']} fresh processes at the start)")
-            if "rel_sd" in end:
-                drift = 100 * (statistics.median(end["images_per_s"]) / statistics.median(start["images_per_s"]) - 1)
-                text += f"; at the end {100 * end['rel_sd']:.2f}% over {end['n']}, median moved {drift:+.1f}%"
-            lines.append(text)
-        else:
-            lines.append(f"run {run_id}: no noise floor measured; {m.get('processes', 1)} process(es) per case")
+def display_width(line: str) -> int:
+    """Terminal columns a line takes: a Chinese character takes two (wcwidth, where installed)."""
+    try:
+        from wcwidth import wcswidth
+    except ImportError:
+        return len(line)
+    return max(wcswidth(line), len(line))
+
+
+def wrap(text: str, indent: str = "  ") -> list[str]:
+    """Lines of at most WIDTH terminal columns."""
+    width = WIDTH
+    while True:
+        lines = textwrap.wrap(text, width, subsequent_indent=indent, break_on_hyphens=False) or [""]
+        if width <= 40 or all(display_width(ln) <= WIDTH for ln in lines):
+            return lines
+        width -= 8
+
+
+def _table(rows, headers, align=None, max_widths=None) -> str:
+    """A markdown table; `max_widths` wraps long cells (a long label takes two lines, not 20 columns)."""
+    return tabulate(rows, headers=headers, tablefmt="github", disable_numparse=True,
+                    colalign=align or ("left",) * len(headers), maxcolwidths=max_widths)
+
+
+def _fmt(x: float | None) -> str:
+    return "-" if x is None else f"{x:,.1f}"
+
+
+def _gpu_count(records: list[dict]) -> int:
+    return max((r["env"].get("gpu_count") or 0 for r in records), default=0)
+
+
+def article_table(records: list[dict], lang: str, optimized: str = "seed-optimized") -> tuple[str, list[str], list]:
+    """The article's five columns exactly, numbers right-aligned; each missing cell says why in a note.
+    Returns (table, notes, [(GPUs, baseline record, optimized record)])."""
+    names = ("seed-baseline", optimized)
+    mine = [r for r in records if r["case"]["name"] in names]
+    if not mine:
+        return i18n.t(lang, "no_pair"), [], []
+    # the table's per-GPU batch: the recipes' own (a run at another batch, an OOM probe say, is not a cell)
+    per_gpu = statistics.mode(r["case"]["batch_size"] for r in mine)
+    mine = [r for r in mine if r["case"]["batch_size"] == per_gpu]
+    ok = {n: _by_name_and_gpus(mine, n) for n in names}
+    tried = {n: {r["case"]["gpus"]: r for r in sorted(mine, key=lambda r: r.get("started_at", ""))
+                 if r["case"]["name"] == n} for n in names}
+    stored = set(tried[names[0]]) | set(tried[names[1]])
+    on_gpus = any(r["case"]["device"] == "cuda" for r in mine)
+    counts = sorted(stored | (set(ARTICLE_GPU_COUNTS) if on_gpus else set()))
+    machine_gpus = _gpu_count(records)
+    rows, notes, pairs = [], [], []
+    for n in counts:
+        cells = []
+        for name, side in zip(names, i18n.t(lang, "sides")):
+            r = ok[name].get(n)
+            cells.append(r["metrics"]["images_per_s"] if r else None)
+            if not r:
+                failed = tried[name].get(n)
+                why = (i18n.t(lang, "failed", status=f"{failed['status']}: {failed.get('reason', '')}"[:160]) if failed
+                       else i18n.t(lang, "not_run_gpus", n=n) if on_gpus and n > machine_gpus
+                       else i18n.t(lang, "not_stored"))
+                notes += wrap("- " + i18n.t(lang, "missing_cell", n=n, side=side, why=why))
+        b, o = cells
+        improvement = f"{stats.improvement_pct(b, o):+.1f}%" if b and o else "-"
+        rows.append([str(n), f"{per_gpu * n:,}", _fmt(b), _fmt(o), improvement])
+        pairs.append((n, ok[names[0]].get(n), ok[names[1]].get(n)))
+    return _table(rows, i18n.t(lang, "seed_cols"), ("right",) * 5), notes, pairs
+
+
+def details_table(pairs: list, lang: str) -> tuple[str, list[str]]:
+    """Efficiency and the 95% interval of each cell of the article's table, and what ran."""
+    one_b = next((b for n, b, _ in pairs if n == 1 and b), None)
+    one_o = next((o for n, _, o in pairs if n == 1 and o), None)
+
+    def eff(r, one, n):
+        return (f"{stats.scaling_efficiency(r['metrics']['images_per_s'], n, one['metrics']['images_per_s']):.1f}%"
+                if r and one else "-")
+    rows = [[str(n), eff(b, one_b, n), eff(o, one_o, n), noise(b), noise(o)] for n, b, o in pairs if b or o]
+    configs = sorted({(describe(b["case"]) if b else "-", describe(o["case"]) if o else "-") for _, b, o in pairs if b or o})
+    notes = [ln for bc, oc in configs for ln in wrap(i18n.t(lang, "configs", b=bc, o=oc))]
+    return _table(rows, i18n.t(lang, "details_cols"), ("right",) * 5), notes
+
+
+def _judgeable(records: list[dict]) -> list[dict]:
+    return [r for r in _ok(records) if not r["case"].get("loader_only") and not r.get("injected_slowdown_pct")]
+
+
+def short_labels(records: list[dict]) -> dict[str, str]:
+    """Case id -> its recipe name, plus the knobs that tell apart records sharing that name."""
+    from .claims import differing_fields
+    by_name: dict = {}
+    for r in records:
+        by_name.setdefault(r["case"]["name"], []).append(r)
+    labels = {}
+    for name, recs in by_name.items():
+        keys = sorted({k for a in recs for b in recs for k in differing_fields(a["case"], b["case"])} - {"gpus"})
+        for r in recs:
+            c = r["case"]
+            knobs = [("NHWC" if c[k] else "NCHW") if k == "channels_last" else f"{k}={c[k]}" for k in keys]
+            labels[r["case_id"]] = name + (f" [{', '.join(knobs)}]" if knobs else "")
+    return labels
+
+
+def summary_lines(records: list[dict], recs: list[query.Record], lang: str) -> list[str]:
+    from . import claims
+    lines, labels = [], short_labels(records)
+    current = [r for r in _judgeable(records) if query.wrap(r).current]
+    judged = current or _judgeable(records)  # only older records here: shown, marked *
+    mark = "" if current else "*"
+    for n in sorted({r["case"]["gpus"] for r in judged}):
+        top = max((r for r in judged if r["case"]["gpus"] == n), key=lambda r: r["metrics"]["images_per_s"])
+        lines += wrap("- " + i18n.t(lang, "best_found", label=f"{labels[top['case_id']]}{mark} ({describe(top['case'])}, "
+                                                               f"{n} GPU(s))", ips=_fmt(top["metrics"]["images_per_s"]),
+                                    sweep=top["sweep"]))
+    from .claims import differing_fields
+    for many in sorted(judged, key=lambda r: (r["case"]["name"], r["case"]["gpus"])):
+        n = many["case"]["gpus"]
+        # against one GPU at exactly the same settings: the case differs in its GPU count alone
+        one = next((r for r in judged if r["case"]["gpus"] == 1 and n > 1
+                    and differing_fields(r["case"], many["case"]) == {"gpus"}), None)
+        if one:
+            eff = stats.scaling_efficiency(many["metrics"]["images_per_s"], n, one["metrics"]["images_per_s"])
+            lines += wrap("- " + i18n.t(lang, "efficiency", name=labels[many["case_id"]], n=n, eff=f"{eff:.1f}%"))
+    counts = {v: 0 for v in (claims.HOLDS, claims.FAILS, claims.INCONCLUSIVE, claims.CANNOT)}
+    for _, e in claims.evaluations(recs):
+        counts[e["verdict"]] += 1
+    lines += wrap("- " + i18n.t(lang, "claims_count", holds=counts[claims.HOLDS], fails=counts[claims.FAILS],
+                                inconclusive=counts[claims.INCONCLUSIVE], cannot=counts[claims.CANNOT]))
     return lines
 
 
-def _render_group(recs: list[query.Record], lang: str, plot_files: list) -> str:
-    records = query.dicts(recs)
-    out = [query.describe_selection(recs)]
-    out += noise_floor_lines(recs)
-    out.append("")
-    note = "" if any(r["case"]["strategy"] == "dp" and r["case"]["gpus"] > 1 for r in _ok(records)) else \
-        "\n(no multi-GPU DataParallel case is stored here)"
-    out.append("## Seed table: DataParallel baseline against the seed-optimized configuration" + note)
-    out.append(seed_table(records, lang))
-    if _by_name_and_gpus(records, "best"):
-        out.append("\n## Baseline against the best configuration")
-        out.append(seed_table(records, lang, optimized="best"))
-    if plot_files:
-        out.append("\n## Plots")
-        out += [f"![{p.stem}]({p})" for p in plot_files]
-    from . import targets
-    if any(r["case"]["name"].startswith("target-") for r in records):
-        out.append("\n## Performance targets")
-        out.append(tabulate(targets.evaluate(records), headers=targets.HEADERS, tablefmt="github", disable_numparse=True))
-    out.append("\n## The articles' claims, checked on this machine and commit")
+def noise_floor_lines(records: list[query.Record], lang: str = "en") -> list[str]:
+    lines = []
+    ids = query.runs_of(records)
+    lines += wrap(i18n.t(lang, "runs_used", runs=", ".join(ids[:4]) + (f" +{len(ids) - 4}" if len(ids) > 4 else "")))
+    old = sum(not r.current for r in records)
+    if old:
+        lines += wrap(i18n.t(lang, "old_defs", n=old))
+    for run_id, m in sorted(query.run_manifests(records).items()):
+        start, end = m.get("noise_floor") or {}, m.get("noise_floor_end") or {}
+        if "rel_sd" in start:
+            text = i18n.t(lang, "floor", run=run_id, sd=f"{100 * start['rel_sd']:.2f}",
+                          case=start["case_id"].rsplit("-", 1)[0], n=start["n"])
+            if "rel_sd" in end:
+                drift = 100 * (statistics.median(end["images_per_s"]) / statistics.median(start["images_per_s"]) - 1)
+                text += i18n.t(lang, "floor_end", sd=f"{100 * end['rel_sd']:.2f}", n=end["n"], drift=f"{drift:+.1f}")
+            lines += wrap(text)
+        else:
+            lines += wrap(i18n.t(lang, "no_floor", run=run_id, k=m.get("processes", 1)))
+    return lines
+
+
+def cases_table(records: list[dict], lang: str) -> tuple[str, list[str]]:
+    labels = short_labels(records)
+    rows, notes = [], []
+    for r in sorted(records, key=lambda r: (r["sweep"], r["case"]["gpus"], r["case"]["name"], r["case_id"])):
+        m, ok = r.get("metrics") or {}, r["status"] == "ok"
+        mark = "" if query.wrap(r).current else "*"
+        label = labels[r["case_id"]] + mark
+        if r.get("injected_slowdown_pct"):
+            label += f" (slowed {r['injected_slowdown_pct']:g}%)"
+        bound = i18n.word(lang, (_diagnosis(r) or {}).get("verdict", "")) if ok else i18n.word(lang, r["status"])
+        ci = m.get("images_per_s_ci95")
+        rows.append([r["sweep"], label, str(r["case"]["gpus"]), _fmt(m.get("images_per_s")) if ok else "-",
+                     noise(r) if ok and ci else "-", _stall(m) if ok else "-", bound or "-"])
+        if not ok:
+            notes += wrap(f"- {labels[r['case_id']]}: {r['status']}: {r.get('reason', '')}"[:600])
+    if any(not query.wrap(r).current for r in records):
+        notes.append(i18n.t(lang, "old_mark"))
+    return _table(rows, i18n.t(lang, "cases_cols"), ("left", "left", "right", "right", "right", "right", "left"),
+                  [12, 40, None, None, None, None, 14]), notes
+
+
+def claims_section(recs: list[query.Record], lang: str) -> list[str]:
     from . import claims
-    out.append(tabulate(claims.table(recs), headers=claims.HEADERS, tablefmt="github", disable_numparse=True))
+    evals = claims.evaluations(recs)
+    rows = [[c.id, i18n.word(lang, e["verdict"]), e["effect"]] for c, e in evals]
+    out = [_table(rows, i18n.t(lang, "claims_cols")), "", f"{i18n.t(lang, 'evidence')}:"]
+    for c, e in evals:
+        out += wrap(f"- {c.id}: {e['evidence']}")
     files = claims.files_compared(recs, root=str(results.DEFAULT_ROOT))
     if files:
-        out.append("\nFiles compared:\n" + "\n".join(f"- {ln}" for ln in files))
-    out.append("\n## Every case")
-    out.append(full_table(records))
-    out.append(f"\nEnvironment: {environment_line(records)}")
+        out += ["", f"{i18n.t(lang, 'files')}:"] + [ln for f in files for ln in wrap(f"- {f}")]
+    return out
+
+
+def targets_section(records: list[dict], lang: str) -> list[str]:
+    from . import targets
+    rows = targets.evaluate(records)
+    out = [_table([[r[0], r[1], r[2], i18n.word(lang, r[3])] for r in rows], i18n.t(lang, "targets_cols"))]
+    return out + [ln for r in rows if r[4] or r[5] for ln in wrap(f"- {r[0]}: {r[4]}" + (f" ({r[5]})" if r[5] else ""))]
+
+
+def _render_group(recs: list[query.Record], lang: str, plot_files: list, wide: bool = False) -> str:
+    records = query.dicts(recs)
+    out = []
+    for optimized, title in (("seed-optimized", "seed_title"), ("best", "best_title")):
+        if optimized == "best" and not any(r["case"]["name"] == "best" for r in records):
+            continue
+        table, notes, pairs = article_table(records, lang, optimized)
+        out += [f"## {i18n.t(lang, title)}", table] + notes
+        if any(b or o for _, b, o in pairs):
+            details, config_notes = details_table(pairs, lang)
+            out += ["", i18n.t(lang, "details_title") + ":", details] + config_notes
+        out.append("")
+    out += [f"## {i18n.t(lang, 'summary_title')}"] + summary_lines(records, recs, lang)
+    out += ["", f"## {i18n.t(lang, 'runs_title')}"] + noise_floor_lines(recs, lang)
+    if plot_files:
+        out += ["", f"## {i18n.t(lang, 'plots_title')}"] + [f"![{p.stem}]({p})" for p in plot_files]
+    if any(r["case"]["name"].startswith("target-") for r in records):
+        out += ["", f"## {i18n.t(lang, 'targets_title')}"] + targets_section(records, lang)
+    out += ["", f"## {i18n.t(lang, 'claims_title')}"] + claims_section(recs, lang)
+    table, notes = cases_table(records, lang)
+    out += ["", f"## {i18n.t(lang, 'cases_title')}", table] + notes
+    if wide:
+        out += ["", "## Seed table, every column", seed_table(records, lang), "", "## Every case, every column",
+                full_table(records)]
+    out += [""] + wrap(f"{i18n.t(lang, 'environment')}: {environment_line(records)}")
     return "\n".join(out)
 
 
-def write_report(records: list[query.Record], out_dir: Path, lang: str = "en") -> Path:
+def write_report(records: list[query.Record], out_dir: Path, lang: str = "en", wide: bool = False) -> Path:
     """REPORT.md with the tables and PNG plots (under plots/) beside the results it reads."""
     from . import plots
     out_dir = Path(out_dir)
@@ -243,6 +427,6 @@ def write_report(records: list[query.Record], out_dir: Path, lang: str = "en") -
         folder = out_dir / "plots" / (f"{key[0]}-{key[1]}" if len(groups) > 1 else "")
         plot_links[key] = [p.relative_to(out_dir) for p in plots.write_all(query.dicts(query.latest(recs)), folder, key)]
     path = out_dir / "REPORT.md"
-    path.write_text("# Benchmark report\n\nRendered by `python -m bench report` from the stored results only.\n\n"
-                    + render(records, lang, plot_links) + "\n")
+    path.write_text("# Benchmark report\n\nRendered by `bin/bench report` from the stored results only.\n\n"
+                    + render(records, lang, plot_links, wide) + "\n")
     return path

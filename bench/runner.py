@@ -257,7 +257,18 @@ def run_cases(cases: list[Case], sweep: str, store: Store, dist: DistArgs = Dist
     print(f"sweep {sweep!r}: {len(cases)} case(s) on {machine}, commit {commit}, run {run.run_id}, "
           f"{run.processes} process(es) per case, results in {store.sweep_dir(machine, commit, sweep)}",
           file=out, flush=True)
-    records, t0, done = [], time.monotonic(), 0
+    records, t0 = [], time.monotonic()
+    from . import plan, query
+    stored_times = plan.per_process_times(query.load([store.root / machine])[0]) if (store.root / machine).is_dir() else {}
+    taken: list[float] = []  # seconds per process of the cases measured so far in this sweep
+
+    def time_left(remaining: list[Case]) -> str:
+        """Per recipe: this machine's stored time for it, else the mean of this sweep's cases so far."""
+        guess = sum(taken) / len(taken) if taken else None
+        per = [stored_times.get((c.name, c.gpus), guess) for c in remaining]
+        if any(p is None for p in per):
+            return ""
+        return f", about {_fmt_s(sum(per) * run.processes)} left"
 
     def keep(record: dict) -> None:
         if stores:
@@ -283,11 +294,11 @@ def run_cases(cases: list[Case], sweep: str, store: Store, dist: DistArgs = Dist
                       "of this run, stored here too", file=out, flush=True)
                 continue
             elapsed = time.monotonic() - t0
-            eta = f", about {_fmt_s(elapsed / done * (len(cases) - i + 1))} left" if done else ""
-            print(f"[{i}/{len(cases)}] {case.case_id} (elapsed {_fmt_s(elapsed)}{eta})", file=out, flush=True)
+            print(f"[{i}/{len(cases)}] {case.case_id} (elapsed {_fmt_s(elapsed)}{time_left(cases[i - 1:])})",
+                  file=out, flush=True)
             started = datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")
             result = measure(case, run.processes, run.floor, dist)
-            done += 1
+            taken.append(result["wall_s"] / max(1, len(result.get("processes") or [1])))
             keep(assemble(case, result, sweep, env, started, peak, run.run_id))
             if measured is not None:
                 measured[case.case_id] = records[-1]

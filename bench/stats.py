@@ -127,7 +127,7 @@ def ci95(process_figures: list[float], window_rel_se: list[float], floor: dict |
     between = (df_floor * floor_var + df_case * case_var) / df
     within = statistics.fmean(se ** 2 for se in window_rel_se) if window_rel_se else 0.0
     half = t975(df) * math.sqrt(between / k + within / k) * center
-    return [center - half, center + half]
+    return [max(0.0, center - half), center + half]  # a throughput is never negative
 
 
 def combine_processes(per_process: list[dict], floor: dict | None, gpus: int) -> dict:

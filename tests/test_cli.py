@@ -47,8 +47,8 @@ def test_cuda_case_on_a_gpu_less_machine_is_refused_up_front(tmp_path):
     out = subprocess.run([sys.executable, "-m", "bench", "run", "--gpus", "2", "--strategy", "ddp",
                           "--results", str(tmp_path)], cwd=ROOT, capture_output=True, text=True,
                          env={"CUDA_VISIBLE_DEVICES": "", "PATH": "/usr/bin:/bin"})
-    assert out.returncode != 0
-    assert "the cases need 2 GPU(s) on this machine but 0 are visible" in out.stderr
+    assert out.returncode == 2
+    assert "this machine shows no GPU; add --device cpu" in out.stderr and len(out.stderr.strip().splitlines()) == 1
     assert not any(tmp_path.iterdir())
 
 
@@ -71,10 +71,15 @@ def test_run_help_documents_every_knob(capsys):
 
 
 def test_env_prints_provenance(capsys):
-    assert main(["env"]) == 0
+    assert main(["env", "--json"]) == 0
     env = json.loads(capsys.readouterr().out)
     for key in ("torch", "torchvision", "cuda", "cpu_model", "cpu_cores", "hostname", "commit", "dirty", "gpu_count"):
         assert key in env
+    assert main(["env"]) == 0  # for a person: one fact a line, cuDNN as a version
+    text = capsys.readouterr().out
+    assert text.startswith("machine folder  ") and "\ntorch           " in text and "{" not in text
+    from bench.env import describe
+    assert "cuDNN 9.24.0" in describe({**env, "cudnn": 92400})
 
 
 def test_only_keeps_the_matching_cases_of_each_sweep():

@@ -251,3 +251,14 @@ def test_window_steps_by_hand():
     assert steps_per_round(acc, 16) == 2  # 8 batches a step
     assert window_steps(acc, RankContext(), 0.1, steps_per_round(acc, 16)) == 20
     assert steps_per_round(c, 0) == steps_per_round(c, 1) == 1
+
+
+def test_data_make_shows_its_progress_and_picks_classes_to_fit(tmp_path):
+    import subprocess
+    import sys
+    out = subprocess.run([sys.executable, "-m", "bench", "data", "make", "--images", "40", "--out", str(tmp_path / "d")],
+                         cwd=Path(__file__).resolve().parent.parent, capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    assert "writing 40 JPEGs" in out.stderr and "40/40" in out.stderr and "time left" in out.stderr
+    assert "40 JPEGs in 4 classes" in out.stdout  # about ten images a class, not 100 empty folders
+    assert len(list((tmp_path / "d").iterdir())) == 4

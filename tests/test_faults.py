@@ -54,7 +54,9 @@ def _wait_for_ranks(p, n=3, timeout=90):
 def test_killing_or_hanging_up_the_launcher_leaves_nothing_running(tmp_path, sig):
     p = _start(tmp_path)
     _wait_for_ranks(p)
-    case_dirs = set(Path("/tmp").glob(launch.CASE_DIR_PREFIX + "*"))
+    # this launcher's case folders only: another bench job on the machine has its own, still in use
+    case_dirs = {d for d in Path("/tmp").glob(launch.CASE_DIR_PREFIX + "*")
+                 if (d / launch.OWNER_FILE).is_file() and (d / launch.OWNER_FILE).read_text() == str(p.pid)}
     os.kill(p.pid, sig)
     out, _ = p.communicate(timeout=60)
     assert not leftovers(wait_s=10), "a rank or torchrun outlived the launcher"

@@ -81,7 +81,8 @@ def test_corrupt_and_foreign_files_are_reported_and_skipped(tmp_path, capsys):
     assert main(["report", str(tmp_path / "r")]) == 0
     out = capsys.readouterr()
     assert "warning: skipped" in out.err and "broken.json" in out.err
-    assert "| 4      | 1024" in out.out
+    row = next(ln for ln in out.out.splitlines() if ln.replace(" ", "").startswith("|4|1,024|"))
+    assert [c.strip() for c in row.strip("|").split("|")] == ["4", "1,024", "498.4", "698.3", "+40.1%"]
 
 
 @pytest.mark.parametrize("lang", ["en", "zh"])
@@ -129,9 +130,9 @@ def test_a_record_missing_a_field_is_named_and_skipped(tmp_path, capsys):
 
 def test_report_says_which_runs_it_used_and_labels_old_definitions():
     text = report.render([query.wrap(r) for r in results.load([FIXTURES]).records])
-    assert text.startswith("runs used: the latest run of each case (schema1-")
-    assert "7 record(s) made under an older metric definition are shown but left out of verdicts" in text
-    assert "ok (older definition)" in text
+    assert "\nruns used: the latest run of each case (schema1-" in text
+    assert "7 record(s) were made under an older metric definition: shown (marked *), left out of verdicts" in text
+    assert "| seed-baseline [batch_size=256]* " in text and "* older metric definition" in text
 
 
 def test_machine_peak_file_is_not_a_result(tmp_path):
@@ -139,3 +140,45 @@ def test_machine_peak_file_is_not_a_result(tmp_path):
     (tmp_path / "r" / "4x-nvidia-geforce-rtx-3090" / "peak.json").write_text('{"flops_per_s": {}}')
     loaded = results.load([tmp_path / "r"])
     assert len(loaded.records) == 7 and loaded.problems == []
+
+
+@pytest.mark.parametrize("lang", ["en", "zh"])
+def test_the_default_report_fits_a_terminal_with_the_articles_table_first(lang):
+    """On the fixtures and on every committed result: no line over 120 columns (a Chinese character
+    takes two), the article's table within 100, and it comes first in every machine's section."""
+    recs = query.load([FIXTURES, results.DEFAULT_ROOT])[0]
+    text = report.render(recs, lang)
+    lines = text.splitlines()
+    assert max(report.display_width(ln) for ln in lines) <= 120
+    sections = text.split("\n# ")
+    assert len(sections) == len({(r.machine, r.commit) for r in recs}) >= 4  # machines and commits never mixed
+    seed_cols = report.i18n.t(lang, "seed_cols")
+    for section in sections:
+        body = section.split("\n## ", 2)
+        assert body[1].startswith(report.i18n.t(lang, "seed_title"))  # the article's table first
+        table = []
+        for ln in body[1].splitlines()[1:]:  # the first table of the section
+            if not ln.startswith("|"):
+                break
+            table.append(ln)
+        if table:
+            assert [c.strip() for c in table[0].strip("|").split("|")] == seed_cols
+            assert max(report.display_width(ln) for ln in table) <= 100
+    rtx = next(s for s in sections if "4x-nvidia-geforce-rtx-3090" in s.splitlines()[0])
+    row = next(ln for ln in rtx.splitlines() if ln.replace(" ", "").startswith("|4|1,024|"))
+    assert [c.strip() for c in row.strip("|").split("|")] == ["4", "1,024", "498.4", "698.3", "+40.1%"]
+
+
+def test_a_missing_cell_of_the_articles_table_says_why():
+    recs = [query.wrap(r) for r in results.load([FIXTURES]).records]
+    ok_4 = next(r for r in recs if r.data["case"]["gpus"] == 4 and r.data["case"]["name"] == "seed-baseline" and r.ok)
+    failed = query.wrap({**ok_4.data, "status": "timeout", "reason": "no result within timeout_s=600", "metrics": {},
+                         "started_at": "2026-02-01T00:00:00+00:00", "run_id": "later"})
+    text = report.render([r for r in recs if r is not ok_4] + [failed], "en")
+    assert "- 4 GPU(s), baseline: failed: timeout: no result within timeout_s=600" in text
+    text = report.render([r for r in recs if r is not ok_4], "en")
+    assert "- 4 GPU(s), baseline: not stored" in text  # the batch-512 OOM probe is not the table's cell
+    cpu = [r for r in recs if r.data["case"]["gpus"] < 4]
+    assert "- 4 GPU(s), baseline: not run: needs 4 GPUs" not in report.render(cpu, "en")  # the fixture had 4 GPUs
+    two = [query.wrap({**r.data, "env": {**r.data["env"], "gpu_count": 2}}) for r in cpu]
+    assert "- 4 GPU(s), baseline: not run: needs 4 GPUs" in report.render(two, "en")
