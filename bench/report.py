@@ -375,7 +375,7 @@ def claims_section(recs: list[query.Record], lang: str) -> list[str]:
     rows = [[c.id, i18n.word(lang, e["verdict"]), e["effect"]] for c, e in evals]
     out = [_table(rows, i18n.t(lang, "claims_cols")), "", f"{i18n.t(lang, 'evidence')}:"]
     for c, e in evals:
-        out += wrap(f"- {c.id}: {e['evidence']}")
+        out += wrap(f"- {c.id} ({c.source}): {i18n.claim_text(lang, c)} {e['evidence']}")
     files = claims.files_compared(recs, root=str(results.DEFAULT_ROOT))
     if files:
         out += ["", f"{i18n.t(lang, 'files')}:"] + [ln for f in files for ln in wrap(f"- {f}")]
