@@ -282,7 +282,7 @@ def cmd_compare(a) -> int:
     print(compare.render(rows, a_label, b_label))
     print(f"kind: {kind}; each verdict weighs the change against both sides' 95% intervals")
     if a.json:
-        compare.write_json(a.json, compare.to_json(rows, a_label, b_label, kind))
+        compare.write_json(a.json, compare.to_json(rows, a_label, b_label, kind, a.results))
         print(f"wrote {a.json}")
     if a.fail_under is not None:
         bad = compare.regressions(rows, a.fail_under)

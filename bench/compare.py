@@ -106,10 +106,16 @@ def kind(a_records: list[query.Record], b_records: list[query.Record]) -> str:
     return "A/A" if same_tree and same_cases and _hardware(a_records) == _hardware(b_records) and not slowed else "A/B"
 
 
-def to_json(rows: list[dict], a_label: str, b_label: str, kind_: str) -> dict:
+def to_json(rows: list[dict], a_label: str, b_label: str, kind_: str, root: str | Path = "") -> dict:
+    """The comparison as data; files named relative to the results root, so the JSON travels."""
     keep = ("case", "sweep", "a_images_per_s", "b_images_per_s", "delta_pct", "noise_pct", "verdict", "note",
             "a_file", "b_file")
-    return {"a": a_label, "b": b_label, "kind": kind_, "cases": [{k: r.get(k) for k in keep} for r in rows]}
+    root = str(Path(root).resolve()) if root else ""
+
+    def rel(v):
+        return v[len(root):].lstrip("/") if root and isinstance(v, str) and v.startswith(root) else v
+    return {"a": a_label, "b": b_label, "kind": kind_,
+            "cases": [{k: rel(r.get(k)) if k.endswith("_file") else r.get(k) for k in keep} for r in rows]}
 
 
 def write_json(path: str | Path, doc: dict) -> None:
