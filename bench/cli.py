@@ -181,10 +181,14 @@ def cmd_sweep(a) -> int:
         raise
     run.finish()
     print()
-    print(report.render([query.wrap(r) for r in all_records], a.lang))
-    if all_records:  # REPORT.md beside this commit's results, from everything stored for it
-        folder = store.root / all_records[0]["machine"] / all_records[0]["commit_folder"]
-        print(f"\nwrote {report.write_report(query.load([folder])[0], folder, a.lang)} (and its plots)")
+    if not all_records:
+        return 0
+    # this run's records as stored (so the report finds the run's manifest and noise floor beside them)
+    folder = store.root / run.machine / run.commit
+    stored = query.load([folder])[0] if folder.is_dir() else []
+    print(report.render(query.select(stored, run=run.run_id) or [query.wrap(r) for r in all_records], a.lang))
+    if stored:  # REPORT.md beside this commit's results, from everything stored for it
+        print(f"\nwrote {report.write_report(stored, folder, a.lang)} (and its plots)")
     return 0
 
 
