@@ -180,17 +180,18 @@ def evaluations(records: list[query.Record], include_old: bool = False) -> list[
     return [(c, evaluate(c, records, include_old)) for c in CLAIMS]
 
 
-def table(records: list[query.Record], include_old: bool = False) -> list[list]:
+def table(records: list[query.Record], include_old: bool = False,
+          evals: list[tuple[Claim, dict]] | None = None) -> list[list]:
+    """One row per claim; `evals` reuses evaluations already made."""
     return [[c.id, c.source, c.claim, e["verdict"], e["effect"], e["evidence"]]
-            for c, e in evaluations(records, include_old)]
+            for c, e in (evals if evals is not None else evaluations(records, include_old))]
 
 
-def files_compared(records: list[query.Record], include_old: bool = False, root: str = "") -> list[str]:
+def files_compared(evals: list[tuple[Claim, dict]], root: str = "") -> list[str]:
     """One line per judged claim naming the two (or more) result files it compared."""
     def short(path: str) -> str:
         return path[len(root):].lstrip("/") if root and path.startswith(root) else path
-    return [f"{c.id}: " + " -> ".join(short(f) for f in e["files"]) for c, e in evaluations(records, include_old)
-            if e.get("files")]
+    return [f"{c.id}: " + " -> ".join(short(f) for f in e["files"]) for c, e in evals if e.get("files")]
 
 
 HEADERS = ["claim", "source", "what it says", "verdict", "effect", "evidence"]

@@ -317,17 +317,18 @@ def cmd_claims(a) -> int:
     """Per machine, the claims judged on one commit's latest runs (the newest commit unless --commit)."""
     from tabulate import tabulate
 
-    from . import claims
+    from . import claims, report
     records = _select(a, _load(a.paths or [a.results]))
     if not records:
         raise SystemExit("error: no stored results match")
     for machine, recs in query.group(records, "machine").items():
         newest = max(recs, key=lambda r: r.started_at).commit
         chosen = [r for r in recs if r.commit == newest]
-        print(f"## {machine[0]}, commit {newest}\n{query.describe_selection(query.latest(chosen))}\n")
-        print(tabulate(claims.table(chosen, include_old=a.include_old), headers=claims.HEADERS, tablefmt="github",
+        print(f"## {machine[0]}, commit {newest}\n" + "\n".join(report.runs_used_lines(query.latest(chosen))) + "\n")
+        evals = claims.evaluations(chosen, a.include_old)
+        print(tabulate(claims.table(chosen, evals=evals), headers=claims.HEADERS, tablefmt="github",
                        disable_numparse=True))
-        files = claims.files_compared(chosen, a.include_old, str(Path(a.results).resolve()))
+        files = claims.files_compared(evals, str(Path(a.results).resolve()))
         if files:
             print("\nfiles compared:\n" + "\n".join(f"- {ln}" for ln in files))
         print()

@@ -122,12 +122,3 @@ def run_manifests(records: list[Record]) -> dict[str, dict]:
             continue
     return out
 
-
-def describe_selection(records: list[Record]) -> str:
-    """One line saying which runs a table used and how they were chosen."""
-    ids = runs_of(records)
-    shown = ", ".join(ids[:4]) + (f" and {len(ids) - 4} more" if len(ids) > 4 else "")
-    old = sum(not r.current for r in records)
-    return (f"runs used: the latest run of each case ({shown})"
-            + (f"; {old} record(s) made under an older metric definition are shown but left out of verdicts"
-               if old else ""))

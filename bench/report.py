@@ -9,7 +9,7 @@ from pathlib import Path
 import pandas as pd
 from tabulate import tabulate
 
-from . import i18n, query, results, stats
+from . import claims, i18n, query, results, stats
 
 HEADINGS = {
     "en": ["GPUs", "Batch size (global)", "Baseline throughput (images/s)",
@@ -179,7 +179,6 @@ def environment_line(records: list[dict]) -> str:
 
 
 WIDTH = 120       # every default line fits a terminal of this many columns
-SEED_WIDTH = 100  # the article's table fits in this many
 ARTICLE_GPU_COUNTS = (1, 2, 4)  # the rows of the article's table
 
 
@@ -285,13 +284,12 @@ def _judgeable(records: list[dict]) -> list[dict]:
 
 def short_labels(records: list[dict]) -> dict[str, str]:
     """Case id -> its recipe name, plus the knobs that tell apart records sharing that name."""
-    from .claims import differing_fields
     by_name: dict = {}
     for r in records:
         by_name.setdefault(r["case"]["name"], []).append(r)
     labels = {}
     for name, recs in by_name.items():
-        keys = sorted({k for a in recs for b in recs for k in differing_fields(a["case"], b["case"])} - {"gpus"})
+        keys = sorted({k for a in recs for b in recs for k in claims.differing_fields(a["case"], b["case"])} - {"gpus"})
         for r in recs:
             c = r["case"]
             knobs = [("NHWC" if c[k] else "NCHW") if k == "channels_last" else f"{k}={c[k]}" for k in keys]
@@ -299,8 +297,7 @@ def short_labels(records: list[dict]) -> dict[str, str]:
     return labels
 
 
-def summary_lines(records: list[dict], recs: list[query.Record], lang: str) -> list[str]:
-    from . import claims
+def summary_lines(records: list[dict], evals: list, lang: str) -> list[str]:
     lines, labels = [], short_labels(records)
     current = [r for r in _judgeable(records) if query.wrap(r).current]
     judged = current or _judgeable(records)  # only older records here: shown, marked *
@@ -310,30 +307,32 @@ def summary_lines(records: list[dict], recs: list[query.Record], lang: str) -> l
         lines += wrap("- " + i18n.t(lang, "best_found", label=f"{labels[top['case_id']]}{mark} ({describe(top['case'])}, "
                                                                f"{n} GPU(s))", ips=_fmt(top["metrics"]["images_per_s"]),
                                     sweep=top["sweep"]))
-    from .claims import differing_fields
     for many in sorted(judged, key=lambda r: (r["case"]["name"], r["case"]["gpus"])):
         n = many["case"]["gpus"]
         # against one GPU at exactly the same settings: the case differs in its GPU count alone
         one = next((r for r in judged if r["case"]["gpus"] == 1 and n > 1
-                    and differing_fields(r["case"], many["case"]) == {"gpus"}), None)
+                    and claims.differing_fields(r["case"], many["case"]) == {"gpus"}), None)
         if one:
             eff = stats.scaling_efficiency(many["metrics"]["images_per_s"], n, one["metrics"]["images_per_s"])
             lines += wrap("- " + i18n.t(lang, "efficiency", name=labels[many["case_id"]], n=n, eff=f"{eff:.1f}%"))
     counts = {v: 0 for v in (claims.HOLDS, claims.FAILS, claims.INCONCLUSIVE, claims.CANNOT)}
-    for _, e in claims.evaluations(recs):
+    for _, e in evals:
         counts[e["verdict"]] += 1
     lines += wrap("- " + i18n.t(lang, "claims_count", holds=counts[claims.HOLDS], fails=counts[claims.FAILS],
                                 inconclusive=counts[claims.INCONCLUSIVE], cannot=counts[claims.CANNOT]))
     return lines
 
 
-def noise_floor_lines(records: list[query.Record], lang: str = "en") -> list[str]:
-    lines = []
+def runs_used_lines(records: list[query.Record], lang: str = "en") -> list[str]:
+    """Which runs a table used, by the stated rule, and how many records it only shows."""
     ids = query.runs_of(records)
-    lines += wrap(i18n.t(lang, "runs_used", runs=", ".join(ids[:4]) + (f" +{len(ids) - 4}" if len(ids) > 4 else "")))
+    lines = wrap(i18n.t(lang, "runs_used", runs=", ".join(ids[:4]) + (f" +{len(ids) - 4}" if len(ids) > 4 else "")))
     old = sum(not r.current for r in records)
-    if old:
-        lines += wrap(i18n.t(lang, "old_defs", n=old))
+    return lines + (wrap(i18n.t(lang, "old_defs", n=old)) if old else [])
+
+
+def noise_floor_lines(records: list[query.Record], lang: str = "en") -> list[str]:
+    lines = runs_used_lines(records, lang)
     for run_id, m in sorted(query.run_manifests(records).items()):
         start, end = m.get("noise_floor") or {}, m.get("noise_floor_end") or {}
         if "rel_sd" in start:
@@ -369,14 +368,12 @@ def cases_table(records: list[dict], lang: str) -> tuple[str, list[str]]:
                   [12, 40, None, None, None, None, 14]), notes
 
 
-def claims_section(recs: list[query.Record], lang: str) -> list[str]:
-    from . import claims
-    evals = claims.evaluations(recs)
+def claims_section(evals: list, lang: str) -> list[str]:
     rows = [[c.id, i18n.word(lang, e["verdict"]), e["effect"]] for c, e in evals]
     out = [_table(rows, i18n.t(lang, "claims_cols")), "", f"{i18n.t(lang, 'evidence')}:"]
     for c, e in evals:
         out += wrap(f"- {c.id} ({c.source}): {i18n.claim_text(lang, c)} {e['evidence']}")
-    files = claims.files_compared(recs, root=str(results.DEFAULT_ROOT))
+    files = claims.files_compared(evals, root=str(results.DEFAULT_ROOT))
     if files:
         out += ["", f"{i18n.t(lang, 'files')}:"] + [ln for f in files for ln in wrap(f"- {f}")]
     return out
@@ -401,13 +398,14 @@ def _render_group(recs: list[query.Record], lang: str, plot_files: list, wide: b
             details, config_notes = details_table(pairs, lang)
             out += ["", i18n.t(lang, "details_title") + ":", details] + config_notes
         out.append("")
-    out += [f"## {i18n.t(lang, 'summary_title')}"] + summary_lines(records, recs, lang)
+    evals = claims.evaluations(recs)  # judged once, for the summary and the claims section
+    out += [f"## {i18n.t(lang, 'summary_title')}"] + summary_lines(records, evals, lang)
     out += ["", f"## {i18n.t(lang, 'runs_title')}"] + noise_floor_lines(recs, lang)
     if plot_files:
         out += ["", f"## {i18n.t(lang, 'plots_title')}"] + [f"![{p.stem}]({p})" for p in plot_files]
     if any(r["case"]["name"].startswith("target-") for r in records):
         out += ["", f"## {i18n.t(lang, 'targets_title')}"] + targets_section(records, lang)
-    out += ["", f"## {i18n.t(lang, 'claims_title')}"] + claims_section(recs, lang)
+    out += ["", f"## {i18n.t(lang, 'claims_title')}"] + claims_section(evals, lang)
     table, notes = cases_table(records, lang)
     out += ["", f"## {i18n.t(lang, 'cases_title')}", table] + notes
     if wide:
