@@ -1,6 +1,7 @@
 # make bench [GPUS=N] [SWEEP=default|seed|best|strategies|smoke] [DATA=dir]   run a sweep, print the tables
 # make test                                                                     the CPU test suite
 # make report [TABLE_LANG=zh]                                                       tables from stored results
+# make recommend [GPUS=N] [BUDGET=10m] [DATA=dir]                               the fastest configuration here, as a script
 # make compare A=<commit|run> B=<commit|run> [FAIL_UNDER=5] [FORCE=1] [COMPARE_ARGS=...]  deltas judged against noise
 #
 # Uses the current python3 as it is when it already imports what the suite needs (GPU images with
@@ -26,12 +27,17 @@ DATA ?=
 TABLE_LANG ?= en
 BENCH_ARGS ?=
 
-.PHONY: bench test report compare env setup
+BUDGET ?= 10m
+
+.PHONY: bench test report compare env setup recommend
 bench: $(SETUP)
 	$(PYTHON) -m bench sweep $(SWEEP) $(if $(GPUS),--gpus $(GPUS)) $(if $(DATA),--data $(DATA)) $(BENCH_ARGS)
 
 test: $(SETUP)
 	$(PYTHON) -m pytest -q tests
+
+recommend: $(SETUP)
+	$(PYTHON) -m bench recommend --budget $(BUDGET) $(if $(GPUS),--gpus $(GPUS)) $(if $(DATA),--data $(DATA)) $(BENCH_ARGS)
 
 report: $(SETUP)
 	$(PYTHON) -m bench report --lang $(TABLE_LANG)

@@ -23,6 +23,11 @@ AUTO = -1
 """`num_workers` / `dali_threads` value meaning: this machine's cores shared over its ranks, resolved
 when the case runs and stored as a fact, so a case id does not change with the machine."""
 COMPILE_MODES = ("", "default", "reduce-overhead", "max-autotune-no-cudagraphs", "max-autotune")
+COMPILE_SCOPES = ("model", "step")
+OPTIMIZER_IMPLS = ("default", "foreach", "fused")
+# fields added after results were first stored: they enter the case id only when set away from their
+# default, so every earlier case id still names the same case (and stored records read them as defaults)
+ID_OPTIONAL = {"optimizer_impl": "default", "compile_scope": "model"}
 
 
 class CaseError(ValueError):
@@ -59,7 +64,13 @@ class Case:
     cudnn_benchmark: bool = True
     """Let cuDNN autotune convolution algorithms (done during warm-up)."""
     compile: str = ""
-    """torch.compile mode for the model; empty = eager."""
+    """torch.compile mode; empty = eager. `reduce-overhead` replays the compiled graphs as CUDA graphs."""
+    compile_scope: str = "model"
+    """What `compile` compiles: `model` (the network alone) or `step` (forward and loss as one
+    function, whose backward AOTAutograd compiles with it); needs `compile`."""
+    optimizer_impl: str = "default"
+    """SGD's implementation: `default` (PyTorch's choice: foreach on GPUs), `foreach` or `fused`
+    (one kernel for every parameter's update)."""
 
     # --- input -----------------------------------------------------------------------------
     loader: str = "synthetic"
@@ -163,12 +174,15 @@ class Case:
         if self.accumulation_steps > 1:
             parts.append(f"acc{self.accumulation_steps}-{self.accumulation_mode}")
         if self.compile:
-            parts.append("compile-" + self.compile)
+            parts.append("compile-" + self.compile + ("-step" if self.compile_scope == "step" else ""))
+        if self.optimizer_impl != "default":
+            parts.append("sgd-" + self.optimizer_impl)
         if self.loader_only:
             parts.append("loader-only")
         parts.append(f"{self.image_size}px")
         parts.append(self.device)
-        digest = hashlib.sha1(json.dumps(self.to_dict(), sort_keys=True).encode()).hexdigest()[:8]
+        knobs = {k: v for k, v in self.to_dict().items() if not (k in ID_OPTIONAL and v == ID_OPTIONAL[k])}
+        digest = hashlib.sha1(json.dumps(knobs, sort_keys=True).encode()).hexdigest()[:8]
         return "-".join(str(p) for p in parts) + "-" + digest
 
     def to_dict(self) -> dict:
@@ -213,6 +227,8 @@ def validate(c: Case) -> None:
     _one_of("dp_device_selection", c.dp_device_selection, DP_DEVICE_SELECTIONS)
     _one_of("fault", c.fault, FAULTS)
     _one_of("compile", c.compile, COMPILE_MODES)
+    _one_of("compile_scope", c.compile_scope, COMPILE_SCOPES)
+    _one_of("optimizer_impl", c.optimizer_impl, OPTIMIZER_IMPLS)
     for name in ("channels_last", "cudnn_benchmark", "loader_only", "overhead_check", "pin_memory", "non_blocking", "persistent_workers",
                  "dp_loss_in_forward", "gradient_as_bucket_view", "static_graph", "broadcast_buffers"):
         if not isinstance(getattr(c, name), bool):
@@ -261,6 +277,9 @@ def validate(c: Case) -> None:
     if c.overhead_check and (c.loader != "synthetic" or c.strategy == "dp" or c.accumulation_steps > 1):
         raise CaseError("overhead_check=true compares loops on one synthetic batch: it needs loader='synthetic', "
                         "strategy single or ddp, and accumulation_steps=1")
+    if c.compile in ("reduce-overhead", "max-autotune") and c.device != "cuda":
+        raise CaseError(f"compile={c.compile!r} replays CUDA graphs and needs device='cuda'; on the cpu use "
+                        "'default' or 'max-autotune-no-cudagraphs'")
     if c.compile and c.strategy == "dp":
         raise CaseError("compile with strategy='dp' is not supported (DataParallel re-replicates every step); use single or ddp")
     for pair in c.nccl_env:
@@ -292,7 +311,8 @@ def idle_knobs(c: Case) -> list[tuple[str, str]]:
         (("dali_device", "hw_decoder_load", "dali_threads"), c.loader != "dali", "DALI knobs need loader='dali'"),
         (("hw_decoder_load",), c.dali_device != "mixed", "the hardware decoder is used by dali_device='mixed' only"),
         (("accumulation_mode",), c.accumulation_steps == 1, "accumulation_mode needs accumulation_steps > 1"),
-        (("precision", "compile", "cudnn_benchmark", "overhead_check"), c.loader_only,
+        (("compile_scope",), not c.compile, "compile_scope needs compile"),
+        (("precision", "compile", "compile_scope", "cudnn_benchmark", "overhead_check", "optimizer_impl"), c.loader_only,
          "loader_only=true runs no model"),
     ]
     found = []

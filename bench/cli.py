@@ -8,7 +8,7 @@ import sys
 from pathlib import Path
 
 from . import env as envmod
-from . import query, results, sweeps
+from . import query, recommend, results, sweeps
 from .case import Case, CaseError
 from .launch import DistArgs
 
@@ -139,7 +139,7 @@ def cmd_sweep(a) -> int:
     from .runner import run_cases
     gpus, device = resolve_gpus(a.gpus)
     check_processes(a)
-    names = {"default": list(sweeps.DEFAULT_GPU_SWEEPS), "all": list(sweeps.ALL_GPU_SWEEPS)}.get(a.name, [a.name])
+    names = {"default": list(sweeps.DEFAULT_GPU_SWEEPS), "all": list(sweeps.ALL_GPU_SWEEPS)}.get(a.name, a.name.split(","))
     if device == "cpu" and a.dry_run and a.name not in ("smoke", "tiny"):
         gpus, device = a.gpus or 1, "cuda"  # what the sweep would run on a GPU machine, listed here
         print(f"no GPU visible: listing sweep {a.name!r} as planned for {gpus} GPU(s)")
@@ -335,6 +335,73 @@ def cmd_claims(a) -> int:
     return 0
 
 
+def cmd_recommend(a) -> int:
+    """Search the fastest configuration at each GPU count within a budget; write its recipe."""
+    from . import plan, recipe
+    from .runner import Run, run_cases
+    budget = recommend.parse_budget(a.budget)
+    if a.final_processes < 0:
+        raise CaseError(f"--final-processes={a.final_processes} must be 0 (none) or more")
+    if a.floor_processes == 1 or a.floor_processes < 0:
+        raise CaseError(f"--floor-processes={a.floor_processes} must be 0 (none) or >= 2")
+    if envmod.visible_gpu_count():
+        gpus, device = resolve_gpus(a.gpus)
+        base = sweeps.GPU_BASE
+    else:
+        gpus, device = a.gpus or 1, "cpu"
+        if gpus < 1:
+            raise CaseError(f"--gpus={gpus} must be a positive number of CPU ranks")
+        base = sweeps.CPU_RECOMMEND_BASE
+        print(f"no GPU visible: searching on the CPU ({base.model}, {base.image_size} px images, gloo ranks for ddp)")
+    if a.data:
+        from .data import DataError, check_size, scan
+        try:
+            check_size(scan(a.data), base.replace(loader="torch", data_dir=a.data))
+        except DataError as e:
+            raise SystemExit(f"error: {e}")
+    counts = sweeps.gpu_counts(gpus)
+    dist = dist_from_args(a)
+    store = results.Store(a.results)
+    run = Run(store, dist)
+    starts = [recommend.start_case(base, n) for n in counts]
+    run.begin(starts)
+    machine_dir = store.root / run.machine
+    stored = _load([machine_dir]) if machine_dir.is_dir() else []
+    reusable = {r.case_id: r.data for r in query.latest(query.select(stored, commit=run.commit, include_old=False))
+                if r.ok and not r.data.get("injected_slowdown_pct")}
+
+    def measure(case, processes, sweep):
+        return run_cases([case], sweep, store, dist, run=run, processes=processes, header=False)[0]
+
+    def adopt_floor(case, figures, reason):
+        print(f"noise floor (run {run.run_id}): the first starting set-up in {a.floor_processes} fresh processes")
+        run.adopt_floor(case, figures, reason)
+
+    search = recommend.Search(measure, budget, final_processes=a.final_processes, stored=reusable,
+                              known_times=plan.per_process_times(stored), floor_processes=a.floor_processes,
+                              on_floor=adopt_floor)
+    outcomes, recipes = [], {}
+    print(f"recommend: {', '.join(map(str, counts))} {'GPU' if device == 'cuda' else 'CPU rank'}(s), budget "
+          f"{budget / 60:.1f} min, run {run.run_id}; every candidate is stored")
+    try:
+        for i, n in enumerate(counts):
+            outcome = search.run(base, n, a.data, with_compile=not a.no_compile, budget_share=1 / (len(counts) - i))
+            outcomes.append(outcome)
+            win = recommend.winner_record(outcome)
+            if recommend.figure(win) is not None:
+                path = recipe.write(outcome.best.case, win, recommend.describe_case(outcome.best.case),
+                                    store.root / run.machine / run.commit / recommend.SWEEP)
+                recipes[n] = str(path)
+        run.manifest["recommend"] = [recommend.summary(o, recipes.get(o.gpus)) for o in outcomes]
+    except KeyboardInterrupt:
+        run.finish(interrupted=True)
+        raise
+    run.finish()
+    print()
+    print(recommend.render(outcomes, budget, recipes))
+    return 0 if outcomes and all(o.gpus in recipes for o in outcomes) else 1
+
+
 def cmd_env(a) -> int:
     env = envmod.collect()
     if a.json:
@@ -367,7 +434,8 @@ def parser() -> argparse.ArgumentParser:
     s = sub.add_parser("sweep", help="run a named sweep, store every case, print the tables",
                        description="Run a named sweep. With no GPU visible, the CPU smoke sweep runs.")
     s.add_argument("name", nargs="?", default="default",
-                   help=f"one of: default ({', '.join(sweeps.DEFAULT_GPU_SWEEPS)}), all, {', '.join(sweeps.SWEEPS)}")
+                   help=f"one of: default ({', '.join(sweeps.DEFAULT_GPU_SWEEPS)}), all, {', '.join(sweeps.SWEEPS)}; "
+                        "several joined by commas share one run and its noise floor (amp,loaders)")
     s.add_argument("--gpus", type=int, default=None, help="most GPUs to use (default: all visible; CPU path if none)")
     s.add_argument("--data", default="", help="ImageFolder tree for the torch and dali loaders")
     s.add_argument("--resume", action="store_true", help="skip cases stored as ok for this commit; run failed or skipped ones again")
@@ -437,6 +505,24 @@ def parser() -> argparse.ArgumentParser:
     add_selection_flags(cl)
     cl.set_defaults(func=cmd_claims)
 
+    rc = sub.add_parser("recommend", help="search the fastest configuration here within a budget; write its recipe",
+                        description="Measure candidate configurations one knob at a time, keep what is faster "
+                                    "beyond noise, re-measure the finalists, and write the winner as a script.")
+    rc.add_argument("--gpus", type=int, default=None,
+                    help="most GPUs (1, 2, 4, ... up to it are searched; default: all visible; CPU ranks if none)")
+    rc.add_argument("--budget", default="10m", help="time for the whole search: seconds, or with s, m or h (default 10m)")
+    rc.add_argument("--data", default="", help="ImageFolder tree: also measure the winner fed by DALI and the torch DataLoader")
+    rc.add_argument("--no-compile", action="store_true", help="leave torch.compile out (each compiled candidate "
+                                                               "compiles for about a minute)")
+    rc.add_argument("--final-processes", type=int, default=recommend.FINAL_PROCESSES, metavar="K",
+                    help="fresh processes for each of the best two at the end (default %(default)s)")
+    rc.add_argument("--floor-processes", type=int, default=3, metavar="N",
+                    help="fresh processes of the first starting set-up, whose spread is the run's noise floor "
+                         "(default 3; 0 = none)")
+    rc.add_argument("--results", default=str(results.DEFAULT_ROOT), help="results root folder")
+    add_dist_flags(rc)
+    rc.set_defaults(func=cmd_recommend)
+
     e = sub.add_parser("env", help="print the machine and software facts a result records")
     e.add_argument("--json", action="store_true", help="as JSON, for machines")
     e.set_defaults(func=cmd_env)
@@ -446,8 +532,10 @@ def parser() -> argparse.ArgumentParser:
 def main(argv=None) -> int:
     p = parser()
     a = p.parse_args(argv)
-    if a.command == "sweep" and a.name not in ("default", "all", *sweeps.SWEEPS):
-        p.exit(2, f"error: unknown sweep {a.name!r}; accepted: default, all, {', '.join(sweeps.SWEEPS)}\n")
+    if a.command == "sweep" and (a.name not in ("default", "all") and
+                                 any(n not in sweeps.SWEEPS for n in a.name.split(","))):
+        p.exit(2, f"error: unknown sweep {a.name!r}; accepted: default, all, or one or more of "
+                  f"{', '.join(sweeps.SWEEPS)} joined by commas\n")
     from .results import StoreError
     from .runner import Stopped, terminate_as_interrupt
     try:

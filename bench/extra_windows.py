@@ -1,5 +1,7 @@
-"""Unmeasured-for-throughput windows that explain the measured ones:
+"""Unmeasured-for-throughput windows that explain the measured ones, run after them:
 
+- all-reduce count: a few DDP steps with a counting communication hook, installed only now so the
+  measured windows ran DDP's built-in all-reduce;
 - `no_sync`: DDP steps with gradient synchronisation switched off; the gap to the measured
   windows is communication that compute did not hide.
 - `minimal`: the same model, optimizer and batch in the plainest loop (no events, no data-wait
@@ -19,6 +21,8 @@ def run(case, ctx, trainer, batches, timer, steps: int) -> dict:
     """`steps`: the measured windows' step count, so these windows are as long as those."""
     from .worker import timed_window
     out = {}
+    if case.strategy == "ddp" and not case.loader_only:
+        out["allreduce_calls_per_step"] = count_allreduces(trainer, batches)
     if case.strategy == "ddp" and ctx.world_size > 1 and not case.loader_only:
         trainer.force_no_sync = True
         try:
@@ -29,6 +33,19 @@ def run(case, ctx, trainer, batches, timer, steps: int) -> dict:
     if case.overhead_check:
         out["minimal_window_s"] = minimal_loop(case, ctx, trainer, next(batches), steps)
     return out
+
+
+COUNT_STEPS = 2  # all-reduces per step are the same every step; two show it without costing a window
+
+
+def count_allreduces(trainer, batches) -> float:
+    """All-reduce calls per optimizer step, counted by a hook DDP calls once per bucket."""
+    strategy = trainer.strategy
+    strategy.start_counting()
+    before = strategy.allreduce_calls()
+    for _ in range(COUNT_STEPS):
+        trainer.step(batches)
+    return (strategy.allreduce_calls() - before) / COUNT_STEPS
 
 
 def minimal_loop(case, ctx, trainer, batch, steps: int) -> float:

@@ -27,7 +27,10 @@ def describe(case: dict) -> str:
     if case["channels_last"]:
         parts.append("NHWC")
     if case.get("compile"):
-        parts.append(f"compile:{case['compile']}")
+        parts.append(f"compile:{case['compile']}" + ("/step" if case.get("compile_scope") == "step" else "")
+                     + (" (CUDA graphs)" if case["compile"] in ("reduce-overhead", "max-autotune") else ""))
+    if case.get("optimizer_impl", "default") != "default":
+        parts.append(f"SGD {case['optimizer_impl']}")
     if case["device"] == "cuda" and case.get("cudnn_benchmark", True) is False:
         parts.append("cudnn-benchmark off")
     if case["strategy"] == "dp":

@@ -154,8 +154,13 @@ class Run:
                 reason = f"{r['status']}: {r['reason']}"
                 break
             figures.append(r["metrics"]["images_per_s"])
+        return self.adopt_floor(reference, figures if len(figures) == n else [], reason, at)
+
+    def adopt_floor(self, reference: Case, figures: list[float], reason: str = "", at: str = "start") -> dict:
+        """Keep these fresh-process figures of the reference case as the run's noise floor (and print it)."""
+        n = len(figures)
         floor = {**stats.noise_floor(figures), "case_id": reference.case_id, "case": reference.to_dict()} \
-            if len(figures) == n else {"error": reason or "not measured", "case_id": reference.case_id}
+            if n >= 2 else {"error": reason or "not measured", "case_id": reference.case_id}
         key = "noise_floor" if at == "start" else "noise_floor_end"
         self.manifest[key] = floor
         if at == "start" and "rel_sd" in floor:
@@ -233,14 +238,17 @@ def terminate_as_interrupt():
 
 
 def run_cases(cases: list[Case], sweep: str, store: Store, dist: DistArgs = DistArgs(),
-              resume: bool = False, out=sys.stdout, measured: dict | None = None, run: Run | None = None) -> list[dict]:
+              resume: bool = False, out=sys.stdout, measured: dict | None = None, run: Run | None = None,
+              processes: int | None = None, header: bool = True) -> list[dict]:
     """Run each case in fresh processes and store it. `measured` (case id -> record) carries the
     cases an earlier sweep of the same invocation ran, so an identical case is not run twice.
-    `run` is the invocation this sweep belongs to (one is made, with no noise floor, if none is given)."""
+    `run` is the invocation this sweep belongs to (one is made, with no noise floor, if none is given);
+    `processes` overrides its processes per case; `header` False leaves out the sweep's opening and
+    closing lines (a search that runs its cases one at a time)."""
     if run is None:  # a run of its own, finished when this sweep is
         run = Run(store, dist, out=out)
         try:
-            records = run_cases(cases, sweep, store, dist, resume, out, measured, run)
+            records = run_cases(cases, sweep, store, dist, resume, out, measured, run, processes, header)
         except BaseException:
             run.finish(interrupted=True)
             raise
@@ -252,11 +260,14 @@ def run_cases(cases: list[Case], sweep: str, store: Store, dist: DistArgs = Dist
     machine, commit = run.machine, run.commit
     device = "cuda" if any(c.device == "cuda" for c in cases) else "cpu"
     peak = machine_peak(store, env, device)
-    run.manifest["sweeps"].append(sweep)
+    processes = processes or run.processes
+    if sweep not in run.manifest["sweeps"]:
+        run.manifest["sweeps"].append(sweep)
     run.save()
-    print(f"sweep {sweep!r}: {len(cases)} case(s) on {machine}, commit {commit}, run {run.run_id}, "
-          f"{run.processes} process(es) per case, results in {store.sweep_dir(machine, commit, sweep)}",
-          file=out, flush=True)
+    if header:
+        print(f"sweep {sweep!r}: {len(cases)} case(s) on {machine}, commit {commit}, run {run.run_id}, "
+              f"{processes} process(es) per case, results in {store.sweep_dir(machine, commit, sweep)}",
+              file=out, flush=True)
     records, t0 = [], time.monotonic()
     from . import plan, query
     stored_times = plan.per_process_times(query.load([store.root / machine])[0]) if (store.root / machine).is_dir() else {}
@@ -268,7 +279,7 @@ def run_cases(cases: list[Case], sweep: str, store: Store, dist: DistArgs = Dist
         per = [stored_times.get((c.name, c.gpus), guess) for c in remaining]
         if any(p is None for p in per):
             return ""
-        return f", about {_fmt_s(sum(per) * run.processes)} left"
+        return f", about {_fmt_s(sum(per) * processes)} left"
 
     def keep(record: dict) -> None:
         if stores:
@@ -294,14 +305,16 @@ def run_cases(cases: list[Case], sweep: str, store: Store, dist: DistArgs = Dist
                       "of this run, stored here too", file=out, flush=True)
                 continue
             elapsed = time.monotonic() - t0
-            print(f"[{i}/{len(cases)}] {case.case_id} (elapsed {_fmt_s(elapsed)}{time_left(cases[i - 1:])})",
+            print(f"[{i}/{len(cases)}] {case.case_id} (elapsed {_fmt_s(elapsed)}{time_left(cases[i - 1:])})"
+                  if header else case.case_id + (f" ({processes} processes)" if processes > 1 else ""),
                   file=out, flush=True)
             started = datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")
-            result = measure(case, run.processes, run.floor, dist)
+            result = measure(case, processes, run.floor, dist)
             taken.append(result["wall_s"] / max(1, len(result.get("processes") or [1])))
             keep(assemble(case, result, sweep, env, started, peak, run.run_id))
             if measured is not None:
                 measured[case.case_id] = records[-1]
             print(summary_line(records[-1]), file=out, flush=True)
-    print(f"sweep {sweep!r} finished in {_fmt_s(time.monotonic() - t0)}", file=out, flush=True)
+    if header:
+        print(f"sweep {sweep!r} finished in {_fmt_s(time.monotonic() - t0)}", file=out, flush=True)
     return records

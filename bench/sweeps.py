@@ -13,10 +13,14 @@ GPU_BASE = Case(device="cuda", batch_size=256, image_size=224, warmup_steps=5, s
 CPU_BASE = Case(device="cpu", batch_size=8, image_size=64, warmup_steps=2, steps=4, repeats=2,
                 timeout_s=300.0)
 
+# `bench recommend` on a machine with no GPU: the search itself, on a model small enough to walk in minutes
+CPU_RECOMMEND_BASE = CPU_BASE.replace(model="resnet18", num_classes=10, image_size=32, min_window_s=0.3)
+
 ARTICLE_ACCUMULATION = 8  # the first article accumulates over 8 micro-batches
 # each torch DataLoader worker hands over a whole batch at a time (about a second of decoding at 256
-# images), so its windows span several such rounds or one late round would decide the figure
-TORCH_LOADER_WINDOW_S = 5.0
+# images), so its windows span several such rounds or one late round would decide the figure; DALI's
+# windows swung 6% apart at 2 s on one H200 (decoder threads sharing the cores), so they are as long
+LOADER_WINDOW_S = 5.0
 
 
 def gpu_counts(max_gpus: int) -> list[int]:
@@ -102,11 +106,11 @@ def loader_case(base: Case, gpus: int, loader: str, dali_device: str = "mixed", 
     over the ranks (resolved when it runs, stored as a fact). A loader-only case runs no model, so
     it has no precision; channels_last still sets the layout the loader delivers."""
     kw = {}
+    window = {"min_window_s": max(base.min_window_s, LOADER_WINDOW_S)} if base.device == "cuda" else {}
     if loader == "torch":
-        kw = dict(_loader_knobs(base.replace(loader="torch"), AUTO, True),
-                  min_window_s=max(base.min_window_s, TORCH_LOADER_WINDOW_S))
+        kw = dict(_loader_knobs(base.replace(loader="torch"), AUTO, True), **window)
     if loader == "dali":
-        kw = {"dali_device": dali_device, "dali_threads": AUTO}
+        kw = {"dali_device": dali_device, "dali_threads": AUTO, **window}
     name = f"loader-{loader}" + (f"-{dali_device}" if loader == "dali" else "") + ("-only" if loader_only else "")
     return base.replace(name=name, strategy="ddp", gpus=gpus, precision="fp32" if loader_only else "bf16",
                         channels_last=True, loader=loader, loader_only=loader_only, **kw)

@@ -92,9 +92,16 @@ class Trainer:
         criterion = torch.nn.CrossEntropyLoss()
         self.strategy = strategies.get(case.strategy).wrap(model, case, ctx, criterion)
         self.model = model
-        if case.compile:
+        if case.compile in CUDA_GRAPH_MODES:
+            demand_cuda_graphs()
+        self.loss = lambda images, labels: (self.strategy.loss(images, labels), None)
+        if case.compile and case.compile_scope == "model":
             self.strategy.model = torch.compile(self.strategy.model, mode=case.compile)
-        self.optimizer = torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9)
+        if case.compile and case.compile_scope == "step":
+            # forward, autocast and loss in one graph; AOTAutograd compiles its backward with it
+            self.loss = torch.compile(step_loss(self.strategy, case.precision, ctx.device.type), mode=case.compile)
+        self.logits_dtype = None  # what the compiled step computed its logits in, for the label check
+        self.optimizer = make_optimizer(model.parameters(), case.optimizer_impl)
         # after the strategy has placed the model: DataParallel may move the input device
         self.input_probe = InputStallProbe(ctx.device)
         self.scaler = precision.grad_scaler(case.precision, ctx.device.type)
@@ -115,13 +122,47 @@ class Trainer:
             wait += self.input_wait_clock() - before
             skip_sync = self.force_no_sync or (self.case.accumulation_mode == "no_sync" and i < k - 1)
             with self.strategy.no_sync() if skip_sync else contextlib.nullcontext():
-                loss = self.strategy.loss(images, labels) / k
+                loss, self.logits_dtype = self.loss(images, labels)
+                loss = loss / k
                 self.scaler.scale(loss).backward()
         self.scaler.step(self.optimizer)
         self.scaler.update()
         self.optimizer.zero_grad(set_to_none=True)
         self.last_loss = loss
         return wait
+
+
+CUDA_GRAPH_MODES = ("reduce-overhead", "max-autotune")
+
+
+def demand_cuda_graphs() -> None:
+    """A compile mode labelled with CUDA graphs must run them: where Inductor would skip them (and
+    only log it), it raises instead, so the case fails with Inductor's reason."""
+    import torch._inductor.config as inductor_config
+    if hasattr(inductor_config.triton, "cudagraph_or_error"):
+        inductor_config.triton.cudagraph_or_error = True
+
+
+def cuda_graph_skips() -> int:
+    """How many compiled graphs Inductor ran without CUDA graphs in this process."""
+    from torch._dynamo.utils import counters
+    return int(counters["inductor"].get("cudagraph_skips", 0))
+
+
+def step_loss(strategy, precision_label: str, device_type: str):
+    """Forward and loss as one function to compile whole; it also returns the logits' dtype (a
+    constant of the traced graph), so the precision label is checked against what the graph computed."""
+    def loss_and_logits_dtype(images, labels):
+        with precision.autocast(precision_label, device_type):
+            logits = strategy.model(images)
+            return strategy.criterion(logits, labels), logits.dtype
+    return loss_and_logits_dtype
+
+
+def make_optimizer(params, impl: str) -> torch.optim.Optimizer:
+    """The articles' SGD with momentum, in the implementation the case names."""
+    flags = {"default": {}, "foreach": {"foreach": True}, "fused": {"fused": True}}[impl]
+    return torch.optim.SGD(params, lr=0.01, momentum=0.9, **flags)
 
 
 class LoaderOnly:
@@ -163,6 +204,8 @@ def check_label(case: Case, dtypes: dict) -> None:
 def compiled_dtypes(trainer: Trainer, batches) -> dict:
     """The dtype a compiled model's logits come out in, from one forward outside the windows with
     the grad and autocast state of training (so the compiled graph is reused, not recompiled)."""
+    if trainer.case.compile_scope == "step":
+        return {str(trainer.ctx.device): str(trainer.logits_dtype).replace("torch.", "")}
     images, _ = next(batches)
     with precision.autocast(trainer.case.precision, trainer.ctx.device.type):
         out = trainer.strategy.model(images)
@@ -234,9 +277,8 @@ def measure(case: Case, ctx: RankContext) -> dict:
         sampler = sampler_for(ctx.devices) if ctx.device.type == "cuda" else None
         slowdown_pct = float(os.environ.get(SLOWDOWN_VAR) or 0)
         pause_s = step_estimate_s * slowdown_pct / 100.0
-        windows, images, waits, stalls, step_times, calls = [], [], [], [], [], []
+        windows, images, waits, stalls, step_times = [], [], [], [], []
         for i in range(case.repeats):
-            calls_before = _allreduce_calls(trainer)
             window, step_s, wait, stall = timed_window(trainer, batches, timer, steps, sampler, pause_s,
                                                        f"window {i + 1} of {case.repeats}")
             windows.append(window)
@@ -244,13 +286,14 @@ def measure(case: Case, ctx: RankContext) -> dict:
             waits.append(wait)
             stalls.append(stall)
             step_times.append(step_s)
-            if calls_before is not None:
-                calls.append((_allreduce_calls(trainer) - calls_before) / steps)
         heartbeat.beat("after the windows")
         extra = extra_windows.run(case, ctx, trainer, batches, timer, steps)
         if case.compile and not case.loader_only:
             dtypes = compiled_dtypes(trainer, batches)
             check_label(case, dtypes)
+            if case.compile in CUDA_GRAPH_MODES and cuda_graph_skips():
+                raise LabelMismatch(f"compile={case.compile} means CUDA graphs, but Inductor ran "
+                                    f"{cuda_graph_skips()} compiled graph(s) without them")
         loss = float(trainer.last_loss.detach().float()) * case.accumulation_steps
         return {
             "windows_s": windows, "images": images, "data_wait_s": waits, "step_times_s": step_times,
@@ -258,7 +301,7 @@ def measure(case: Case, ctx: RankContext) -> dict:
             "step_estimate_s": step_estimate_s, "injected_slowdown_pct": slowdown_pct,
             "first_step_s": first_step_s, "warmup_steps_run": warmup_run, "prefetched_batches_drained": drained,
             "compute_dtypes": dtypes, "math_flags": trainer.math_flags,
-            "allreduce_calls_per_step": calls[-1] if calls else None, "last_loss": loss,
+            "allreduce_calls_per_step": None, "last_loss": loss,
             "gpu_samples": sampler.summary() if sampler else {}, **extra,
             **peak_memory(ctx), **trainer.strategy.facts(), **loader.facts(),
         }
@@ -328,11 +371,6 @@ def timed_window(trainer, batches, timer: StepTimer, steps: int, sampler=None, p
     if sampler:
         sampler.stop()
     return window, step_times, wait, stall
-
-
-def _allreduce_calls(trainer: Trainer):
-    f = getattr(trainer.strategy, "allreduce_calls", None)
-    return f() if f else None
 
 
 def redirect_stderr(out: Path, rank: int) -> Path:

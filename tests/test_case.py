@@ -39,6 +39,9 @@ def test_bad_choice_names_field_and_accepted_values(changes, field, accepted):
     ({"dp_loss_in_forward": True}, "apply to strategy='dp' only"),
     ({"strategy": "ddp", "nccl_env": (("GLOO_X", "1"),)}, "name starts with NCCL_"),
     ({"strategy": "dp", "compile": "default"}, "compile with strategy='dp'"),
+    ({"device": "cpu", "compile": "reduce-overhead"}, "compile='reduce-overhead' replays CUDA graphs and needs device='cuda'"),
+    ({"compile_scope": "graph"}, "compile_scope='graph' is not accepted; use one of: model, step"),
+    ({"optimizer_impl": "adam"}, "optimizer_impl='adam' is not accepted; use one of: default, foreach, fused"),
     ({"fault": "crash", "fault_rank": 1}, "fault_rank=1 must be below gpus=1"),
 ])
 def test_impossible_combinations_are_rejected(changes, needle):
@@ -60,6 +63,16 @@ def test_case_id_is_stable_readable_and_distinct():
     assert a.case_id == Case(strategy="ddp", gpus=2, precision="bf16", channels_last=True).case_id
     assert a.case_id.startswith("custom-resnet50-ddp-g2-bs256-bf16-cl-synthetic-224px-cuda-")
     assert a.case_id != a.replace(bucket_cap_mb=50.0).case_id  # a knob outside the label still counts
+    # knobs added later enter the id only when set, so every id stored before them still names its case
+    fused = a.replace(optimizer_impl="fused", compile="default", compile_scope="step")
+    assert "-compile-default-step-sgd-fused-" in fused.case_id and fused.case_id != a.case_id
+
+
+def test_ids_stored_before_the_new_knobs_still_name_their_case():
+    # an id stored by an earlier commit for the amp sweep's fp16 + channels_last case
+    from bench import sweeps
+    case = next(c for c in sweeps.amp_sweep(1) if c.precision == "fp16" and c.channels_last)
+    assert case.case_id == "amp-fp16-resnet50-single-g1-bs256-fp16-cl-synthetic-224px-cuda-2018bddf"
 
 
 def test_json_round_trip_and_unknown_fields():
@@ -85,6 +98,8 @@ def test_json_round_trip_and_unknown_fields():
     ({"accumulation_mode": "no_sync"}, "accumulation_mode needs accumulation_steps > 1"),
     ({"loader": "dali", "data_dir": "/d", "loader_only": True, "precision": "bf16"}, "loader_only=true runs no model"),
     ({"loader": "torch", "data_dir": "/d", "loader_only": True, "compile": "default"}, "loader_only=true runs no model"),
+    ({"loader": "torch", "data_dir": "/d", "loader_only": True, "optimizer_impl": "fused"}, "loader_only=true runs no model"),
+    ({"compile_scope": "step"}, "compile_scope needs compile"),
 ])
 def test_idle_knobs_are_refused_with_one_line(changes, needle):
     with pytest.raises(CaseError) as e:

@@ -17,7 +17,10 @@ ROOT = __import__("pathlib").Path(__file__).resolve().parent.parent
     (["run", "--device", "cpu", "--precision", "tf32"], "error: precision='tf32' needs device='cuda'"),
     (["run", "--strategy", "ddp", "--nccl-env", "NCCL_DEBUG"], "error: --nccl-env 'NCCL_DEBUG' must look like NCCL_NAME=VALUE"),
     (["run", "--strategy", "ddp", "--gpus", "2", "--nnodes", "2"], "--nnodes > 1 needs --rdzv-endpoint"),
-    (["sweep", "everything"], "error: unknown sweep 'everything'; accepted: default, all, seed"),
+    (["sweep", "everything"], "error: unknown sweep 'everything'; accepted: default, all, or one or more of seed"),
+    (["sweep", "amp,everything"], "error: unknown sweep 'amp,everything'; accepted: default, all, or one or more"),
+    (["recommend", "--budget", "soon"], "error: --budget='soon' is not a duration; use seconds, or a number with s"),
+    (["recommend", "--floor-processes", "1"], "error: --floor-processes=1 must be 0 (none) or >= 2"),
 ])
 def test_bad_input_is_one_line_naming_what_is_wrong(argv, needle, capsys, tmp_path):
     with pytest.raises(SystemExit) as e:
@@ -164,3 +167,11 @@ def test_dry_run_lists_cases_and_their_expected_time_from_stored_ones(tmp_path, 
     assert len(singles) == 2 and all("0m18s" in ln for ln in singles)
     assert "3 process(es) per case" in out and "the total is a lower bound" in out
     assert not list(tmp_path.rglob("smoke/single-resnet50*"))  # nothing ran
+
+
+def test_several_sweeps_share_one_run(capsys, tmp_path):
+    from bench.cli import main
+    assert main(["sweep", "amp,loaders", "--dry-run", "--results", str(tmp_path)]) == 0
+    out = capsys.readouterr().out
+    assert "| amp " in out and "| loaders " in out and "15 case(s)" in out
+    assert out.count("(noise floor)") == 1

@@ -204,14 +204,17 @@ def test_worker_command_passes_rendezvous_through(tiny):
         DistArgs(nnodes=3).nproc_per_node(case)
 
 
-def test_compile_knob_runs_and_reports_its_first_step(tiny):
-    """torch.compile as a case knob: compilation lands in the first step, not in the window."""
-    r = run_case(tiny.replace(compile="default", warmup_steps=2, repeats=1, timeout_s=240))
+@pytest.mark.parametrize("scope,precision,optimizer", [("model", "fp32", "default"), ("step", "bf16", "fused")])
+def test_compile_knob_runs_and_reports_its_first_step(tiny, scope, precision, optimizer):
+    """torch.compile as a case knob, of the model or of the whole forward + loss: compilation lands in
+    the first step, not in the window, and the label is checked against what the compiled graph computed."""
+    r = run_case(tiny.replace(compile="default", compile_scope=scope, precision=precision, optimizer_impl=optimizer,
+                              warmup_steps=2, repeats=1, timeout_s=240))
     assert r["status"] == "ok", r
     m = r["metrics"]
     assert m["first_step_s"] > 5 * m["step_time_median_s"]
-    # the compiled model's logits are checked after the windows (a hook would force recompiles in them)
-    assert m["compute_dtypes"] == {"cpu": "float32"}
+    # checked after the windows (a hook would force recompiles in them)
+    assert m["compute_dtypes"] == {"cpu": {"fp32": "float32", "bf16": "bfloat16"}[precision]}
 
 
 def test_a_case_in_fresh_processes_judged_against_the_runs_noise_floor(tmp_path):

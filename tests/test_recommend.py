@@ -1,0 +1,204 @@
+"""`bench recommend`: the search driven by a stand-in of known figures and noise, then the real command on
+the CPU and the recipe it writes, run on its own."""
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from bench import recipe, recommend, sweeps
+from bench.case import CaseError
+
+ROOT = Path(__file__).resolve().parent.parent
+BASE = sweeps.GPU_BASE
+
+
+def test_budget_parsing():
+    assert recommend.parse_budget("10m") == 600
+    assert recommend.parse_budget("90") == 90
+    assert recommend.parse_budget("45s") == 45
+    assert recommend.parse_budget("1h") == 3600
+    for bad in ("ten", "0", "-5m", "5d", ""):
+        with pytest.raises(CaseError, match="--budget=.*use seconds, or a number with s, m or h"):
+            recommend.parse_budget(bad)
+
+
+class StandIn:
+    """Figures by knob, each with a +-`noise_pct` interval, and a clock that advances by each process's
+    seconds (eager or compiled), so the budget is exercised without running anything."""
+
+    def __init__(self, gains: dict, noise_pct: float = 2.0, eager_s: float = 30.0, compile_s: float = 90.0,
+                 final_gains: dict | None = None, fail: dict | None = None):
+        self.gains, self.noise, self.eager_s, self.compile_s = gains, noise_pct, eager_s, compile_s
+        self.final_gains, self.fail = final_gains or {}, fail or {}
+        self.now, self.calls = 0.0, []
+
+    def clock(self):
+        return self.now
+
+    def figure(self, case, sweep):
+        f = 1000.0 if case.strategy == "dp" else 5000.0
+        gains = self.final_gains if sweep == recommend.FINAL_SWEEP and self.final_gains else self.gains
+        for (knob, value), gain in gains.items():
+            if getattr(case, knob) == value:
+                f *= 1 + gain / 100
+        return f
+
+    def __call__(self, case, processes, sweep):
+        per = self.compile_s if case.compile else self.eager_s
+        self.now += per * processes
+        self.calls.append((case, processes, sweep))
+        rec = {"case": case.to_dict(), "case_id": case.case_id, "wall_s": per * processes,
+               "processes": [{}] * processes, "status": "ok", "machine": "m", "commit_folder": "c", "run_id": "r"}
+        for (knob, value), status in self.fail.items():
+            if getattr(case, knob) == value:
+                return {**rec, "status": status, "reason": f"{status} at {knob}={value}", "metrics": {}}
+        f = self.figure(case, sweep)
+        half = f * self.noise / 100
+        rec["metrics"] = {"images_per_s": f, "images_per_s_ci95": [f - half, f + half], "processes": processes,
+                          "images_per_s_processes": [f] * processes, "steps_per_window": 10}
+        return rec
+
+
+def search(standin, budget_s=10_000.0, **kw):
+    return recommend.Search(standin, budget_s, clock=standin.clock, **kw)
+
+
+def test_keeps_only_changes_faster_beyond_noise():
+    # compiling the whole step: +12%; fused SGD: +5% (noise +-2% each side: combined 2.8%); batch 512: +1%
+    standin = StandIn({("compile_scope", "step"): 12.0, ("compile", "reduce-overhead"): -3.0,
+                       ("optimizer_impl", "fused"): 5.0, ("batch_size", 512): 1.0, ("precision", "bf16"): -15.0,
+                       ("channels_last", False): -40.0})
+    out = search(standin).run(BASE, 1)
+    best = out.best.case
+    assert (best.compile, best.compile_scope, best.optimizer_impl, best.batch_size) == ("default", "step", "fused", 256)
+    assert (best.precision, best.channels_last, best.strategy) == ("fp16", True, "single")
+    assert recommend.figure(out.final_best) == pytest.approx(5000 * 1.12 * 1.05)
+    # the runner-up (batch 512, +1%) is within the noise of the best: said, not decided
+    assert out.runner_up.case.batch_size == 512
+    assert out.versus_runner_up["verdict"] == "within noise"
+    notes = {(c.stage, c.case.batch_size, c.case.optimizer_impl): c.note for c in out.candidates}
+    assert notes[("batch", 512, "fused")] == "+1.0%: within noise (+-2.8%)"
+    assert notes[("optimizer", 256, "fused")].startswith("kept, +5.0%: faster")
+    # the finalists ran in fresh processes, in their own sweep; every other candidate once
+    finals = [(c, k) for c, k, sweep in standin.calls if sweep == recommend.FINAL_SWEEP]
+    assert len(finals) == 2 and all(k == recommend.FINAL_PROCESSES for _, k in finals)
+    # the articles' set-ups at this GPU count were measured as the yardsticks
+    assert recommend.figure(out.references["baseline"]) == pytest.approx(1000 * 0.6)  # dp, fp32, NCHW
+
+
+def test_the_start_measures_the_noise_floor_first_and_a_clear_winner_is_not_measured_again():
+    standin = StandIn({("optimizer_impl", "fused"): 20.0, ("batch_size", 128): -20.0, ("batch_size", 512): -20.0,
+                       ("precision", "bf16"): -10.0, ("channels_last", False): -40.0})
+    floors = []
+
+    def on_floor(case, figures, reason):
+        floors.append((case.name, figures, len(standin.calls)))
+
+    out = search(standin, floor_processes=3, on_floor=on_floor).run(BASE, 1, with_compile=False)
+    # the floor comes from the start's three fresh processes, before anything else is measured
+    assert floors == [("recommend-start", [5000.0] * 3, 1)]
+    assert standin.calls[0][1] == 3
+    # fused wins by 20%, far beyond the noise of any runner-up: no finals were needed
+    assert out.best.case.optimizer_impl == "fused" and out.versus_runner_up["verdict"] == "faster"
+    assert not [c for c in standin.calls if c[2] == recommend.FINAL_SWEEP]
+
+
+def test_noise_wider_than_the_gain_keeps_the_start():
+    standin = StandIn({("optimizer_impl", "fused"): 5.0}, noise_pct=6.0)
+    out = search(standin).run(BASE, 1, with_compile=False)
+    assert out.best.case.optimizer_impl == "default"
+    fused = next(c for c in out.candidates if c.case.optimizer_impl == "fused")
+    assert fused.note.startswith("+5.0%: within noise")
+
+
+def test_the_runner_up_that_wins_in_fresh_processes_is_the_answer():
+    # measured once, fused looks like a tie; in fresh processes it is 10% faster
+    standin = StandIn({("optimizer_impl", "fused"): 1.0}, final_gains={("optimizer_impl", "fused"): 10.0})
+    out = search(standin).run(BASE, 1, with_compile=False)
+    assert out.best.case.optimizer_impl == "fused"
+    assert out.versus_runner_up["verdict"] == "faster"
+
+
+def test_a_failed_candidate_is_kept_with_its_reason_and_the_search_goes_on():
+    standin = StandIn({("optimizer_impl", "fused"): 8.0}, fail={("batch_size", 512): "oom"})
+    out = search(standin).run(BASE, 1, with_compile=False)
+    big = next(c for c in out.candidates if c.case.batch_size == 512)
+    assert big.note == "oom: oom at batch_size=512"
+    assert out.best.case.optimizer_impl == "fused" and out.best.case.batch_size == 256
+
+
+def test_the_budget_is_kept_and_what_it_left_out_is_named():
+    standin = StandIn({("compile_scope", "step"): 12.0}, eager_s=30.0, compile_s=90.0)
+    budget = 300.0
+    out = search(standin, budget).run(BASE, 1)
+    assert standin.now <= budget
+    assert any("(budget)" in s for s in out.skipped)
+    assert len(out.candidates) < 1 + 3 + 3 + 1 + 2  # start, precision, compile, optimizer, batch
+
+
+def test_ddp_knobs_are_searched_over_several_gpus():
+    standin = StandIn({("gradient_as_bucket_view", True): 4.0})
+    out = search(standin).run(BASE, 4, with_compile=False)
+    assert out.best.case.strategy == "ddp" and out.best.case.gpus == 4
+    assert out.best.case.gradient_as_bucket_view is True
+    assert {c.stage for c in out.candidates} >= {"ddp"}
+
+
+def test_a_stored_yardstick_is_reused_not_measured_again():
+    standin = StandIn({})
+    baseline = sweeps.seed_baseline(BASE, 1)
+    stored = {baseline.case_id: standin(baseline, 1, recommend.SWEEP)}
+    standin.calls.clear()
+    search(standin, stored=stored).run(BASE, 1, with_compile=False)
+    assert baseline.case_id not in {c.case_id for c, _, _ in standin.calls}
+
+
+def test_render_fits_a_terminal_and_names_the_recipe():
+    standin = StandIn({("optimizer_impl", "fused"): 6.0})
+    out = search(standin).run(BASE, 1, with_compile=False)
+    text = recommend.render([out], 600, {1: "results/m/c/recommend/recipe_1gpu.py"})
+    assert "best: single, fp16, NHWC, SGD fused, synthetic, batch 256" in text
+    assert "recipe: results/m/c/recommend/recipe_1gpu.py" in text
+    assert "article's baseline (dp, fp32)" in text and "| runner-up: " in text
+    assert max(len(ln) for ln in text.splitlines()) <= 120
+
+
+@pytest.mark.slow
+def test_recommend_on_the_cpu_stores_every_candidate_and_writes_a_recipe_that_runs(tmp_path):
+    out = subprocess.run([sys.executable, "-m", "bench", "recommend", "--gpus", "1", "--budget", "30s", "--no-compile",
+                          "--floor-processes", "2", "--final-processes", "1", "--results", str(tmp_path)],
+                         cwd=ROOT, capture_output=True, text=True, timeout=600, env={**__import__("os").environ,
+                                                                                      "BENCH_SKIP_PEAK": "1"})
+    assert out.returncode == 0, out.stdout + out.stderr
+    assert "best: single" in out.stdout
+    stored = list(tmp_path.rglob("recommend/*/*.json"))
+    measured = [ln for ln in out.stdout.splitlines() if ln.startswith("  ok: ")]
+    assert len(stored) >= 3 and len(measured) >= len(stored)
+    (manifest,) = tmp_path.rglob("runs/*.json")
+    summary = json.loads(manifest.read_text())["recommend"][0]
+    assert summary["gpus"] == 1 and summary["best_images_per_s"] > 0
+    (script,) = tmp_path.rglob("recommend/recipe_1gpu.py")
+    assert summary["recipe"] == str(script)
+    ran = subprocess.run([sys.executable, str(script), "--warmup", "1", "--steps", "2", "--windows", "2"],
+                         capture_output=True, text=True, timeout=300)
+    assert ran.returncode == 0, ran.stderr
+    figure = float(ran.stdout.split("images/s: ")[1].split()[0])
+    assert figure > 0 and "window 2:" in ran.stdout
+
+
+@pytest.mark.slow
+def test_a_ddp_recipe_runs_under_torchrun_on_gloo(tmp_path, tiny):
+    case = tiny.replace(strategy="ddp", gpus=2, optimizer_impl="fused", gradient_as_bucket_view=True)
+    record = {"machine": "cpu-test", "commit_folder": "abc", "run_id": "r1",
+              "metrics": {"images_per_s": 100.0, "images_per_s_ci95": [90.0, 110.0], "steps_per_window": 2}}
+    path = recipe.write(case, record, "ddp, fp32", tmp_path)
+    assert path.name == "recipe_2gpu.py" and "torchrun --standalone --nproc-per-node 2" in path.read_text()
+    again = recipe.write(case, {**record, "run_id": "r2"}, "ddp, fp32", tmp_path)
+    assert again == path and (tmp_path / "recipe_2gpu.r1.py").exists()  # an earlier recipe is kept
+    ran = subprocess.run([sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node", "2",
+                          str(path), "--warmup", "1", "--steps", "2", "--windows", "1"],
+                         capture_output=True, text=True, timeout=300)
+    assert ran.returncode == 0, ran.stderr[-2000:]
+    assert "2 process(es)" in ran.stdout and float(ran.stdout.split("images/s: ")[1].split()[0]) > 0
