@@ -296,5 +296,13 @@ def build(name: str, max_gpus: int, device: str = "cuda", **overrides) -> list[C
     if overrides:
         base = base.replace(**overrides)
     if name in ("smoke", "tiny"):
-        return SWEEPS[name](max_gpus, base if device == "cpu" else CPU_BASE.replace(**overrides))
-    return SWEEPS[name](max_gpus, base)
+        cases = SWEEPS[name](max_gpus, base if device == "cpu" else CPU_BASE.replace(**overrides))
+    else:
+        cases = SWEEPS[name](max_gpus, base)
+    return [without_idle_data(c) for c in cases]
+
+
+def without_idle_data(case: Case) -> Case:
+    """A data folder given to a run reaches only the cases that read it: on a synthetic case it would
+    change nothing but the case id (an `amp` case run beside `loaders` must keep its id)."""
+    return case.replace(data_dir="") if case.loader == "synthetic" and case.data_dir else case

@@ -114,3 +114,14 @@ def test_report_writes_plots_and_report_md(tmp_path):
 def test_plots_need_data():
     assert plots.scaling([], Path("/nonexistent")) is None
     assert plots.ablation_waterfall([], Path("/nonexistent")) is None
+
+
+def test_a_data_folder_reaches_only_the_cases_that_read_it():
+    # found on one H200: amp cases run beside loaders with --data took the folder into their ids
+    plain = sweeps.build("amp", 1)
+    with_data = sweeps.build("amp", 1, data_dir="/data")
+    assert [c.case_id for c in with_data] == [c.case_id for c in plain]
+    loaders = sweeps.build("loaders", 1, data_dir="/data")
+    assert {c.data_dir for c in loaders if c.loader != "synthetic"} == {"/data"}
+    assert {c.data_dir for c in loaders if c.loader == "synthetic"} == {""}
+
