@@ -146,9 +146,7 @@ def evaluate(claim: Claim, records: list[query.Record], include_old: bool = Fals
 
 
 def _judge(a: query.Record, b: query.Record, include_old: bool) -> dict:
-    ma, mb = a.data["metrics"], b.data["metrics"]
-    return verdicts.compare(ma["images_per_s"], verdicts.half_width_pct(ma, include_old),
-                            mb["images_per_s"], verdicts.half_width_pct(mb, include_old))
+    return verdicts.compare_metrics(a.data["metrics"], b.data["metrics"], include_old)
 
 
 def _evaluate_table(claim: Claim, records: list[query.Record]) -> dict:

@@ -117,9 +117,14 @@ def cmd_run(a) -> int:
 def check_processes(a) -> None:
     if a.processes < 1:
         raise CaseError(f"--processes={a.processes} must be >= 1 (fresh processes per case)")
-    for flag, n in (("--floor-processes", a.floor_processes), ("--floor-end-processes", a.floor_end_processes)):
-        if n == 1 or n < 0:
-            raise CaseError(f"{flag}={n} must be 0 (none) or >= 2")
+    check_floor_count("--floor-processes", a.floor_processes)
+    check_floor_count("--floor-end-processes", a.floor_end_processes)
+
+
+def check_floor_count(flag: str, n: int) -> None:
+    """A noise floor is a spread: none, or at least two fresh processes."""
+    if n == 1 or n < 0:
+        raise CaseError(f"{flag}={n} must be 0 (none) or >= 2")
 
 
 def add_noise_flags(p: argparse.ArgumentParser, floor_default: int) -> None:
@@ -342,8 +347,7 @@ def cmd_recommend(a) -> int:
     budget = recommend.parse_budget(a.budget)
     if a.final_processes < 0:
         raise CaseError(f"--final-processes={a.final_processes} must be 0 (none) or more")
-    if a.floor_processes == 1 or a.floor_processes < 0:
-        raise CaseError(f"--floor-processes={a.floor_processes} must be 0 (none) or >= 2")
+    check_floor_count("--floor-processes", a.floor_processes)
     if envmod.visible_gpu_count():
         gpus, device = resolve_gpus(a.gpus)
         base = sweeps.GPU_BASE

@@ -12,14 +12,18 @@ from . import query
 from .case import Case
 
 
+def seconds_per_process(result: dict) -> float:
+    """A case's wall time over the fresh processes it ran in (a record or a launcher's result)."""
+    return (result.get("wall_s") or 0.0) / max(1, len(result.get("processes") or []))
+
+
 def per_process_times(records: list[query.Record]) -> dict:
     """Seconds one fresh process took, by (recipe name, GPUs), from stored records of any commit."""
     times: dict = {}
     for r in records:
         d = r.data
         if d.get("wall_s") and r.status in ("ok", "oom", "error", "timeout"):
-            n = max(1, len(d.get("processes") or []) or 1)
-            times.setdefault((d["case"]["name"], d["case"]["gpus"]), []).append(d["wall_s"] / n)
+            times.setdefault((d["case"]["name"], d["case"]["gpus"]), []).append(seconds_per_process(d))
     return {k: statistics.median(v) for k, v in times.items()}
 
 

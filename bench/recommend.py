@@ -15,12 +15,12 @@ from __future__ import annotations
 
 import re
 import statistics
-import sys
 import time
 from dataclasses import dataclass, field
 
 from . import sweeps, verdicts
 from .case import AUTO, Case, CaseError
+from .plan import seconds_per_process
 
 SWEEP, FINAL_SWEEP = "recommend", "recommend-final"
 FINAL_PROCESSES = 2
@@ -38,10 +38,8 @@ def parse_budget(text: str) -> float:
 
 
 def start_case(base: Case, gpus: int) -> Case:
-    """Where the search starts: the suite's best known set-up at this GPU count."""
-    amp = "fp16" if base.device == "cuda" else "bf16"
-    strategy = "single" if gpus == 1 else "ddp"
-    return base.replace(name=f"{SWEEP}-start", strategy=strategy, gpus=gpus, precision=amp, channels_last=True)
+    """Where the search starts: the suite's best known set-up at this GPU count (the `best` recipe)."""
+    return sweeps.best(base, gpus).replace(name=f"{SWEEP}-start")
 
 
 def stages(start: Case, with_compile: bool = True) -> list[tuple[str, list[dict]]]:
@@ -84,12 +82,7 @@ def figure(record: dict | None) -> float | None:
 
 def judge(a: dict, b: dict) -> dict:
     """B against A with the suite's noise rule (faster, slower, within noise, inconclusive)."""
-    return verdicts.compare(a["metrics"]["images_per_s"], verdicts.half_width_pct(a["metrics"]),
-                            b["metrics"]["images_per_s"], verdicts.half_width_pct(b["metrics"]))
-
-
-def process_seconds(record: dict) -> float:
-    return record.get("wall_s", 0.0) / max(1, len(record.get("processes") or [1]))
+    return verdicts.compare_metrics(a["metrics"], b["metrics"])
 
 
 @dataclass
@@ -123,7 +116,7 @@ class Outcome:
 
 
 class Search:
-    def __init__(self, measure, budget_s: float, clock=time.monotonic, out=sys.stdout,
+    def __init__(self, measure, budget_s: float, clock=time.monotonic,
                  final_processes: int = FINAL_PROCESSES, stored: dict | None = None, known_times: dict | None = None,
                  floor_processes: int = 0, on_floor=None):
         """`measure(case, processes, sweep)` runs and stores a case and returns its record; `stored`
@@ -131,7 +124,7 @@ class Search:
         seconds per process) is what this machine took before, for the budget's estimates. The first
         starting set-up is measured in `floor_processes` fresh processes, and `on_floor(case, figures)`
         is handed their figures: the run's noise floor, before any other candidate is judged."""
-        self.measure_case, self.budget_s, self.clock, self.out = measure, budget_s, clock, out
+        self.measure_case, self.budget_s, self.clock = measure, budget_s, clock
         self.final_processes = final_processes
         self.floor_processes, self.on_floor = floor_processes, on_floor
         self.stored = stored or {}
@@ -163,7 +156,7 @@ class Search:
         if processes == 1 and key in self.seen:
             return self.seen[key]
         record = self.measure_case(case, processes, sweep)
-        self.walls.append((bool(case.compile), process_seconds(record)))
+        self.walls.append((bool(case.compile), seconds_per_process(record)))
         if processes == 1:
             self.seen[key] = record
         return record
@@ -291,9 +284,6 @@ def describe_case(case: Case) -> str:
     return describe(case.to_dict()) + f", batch {case.batch_size}"
 
 
-_label = describe_case
-
-
 # --- output ----------------------------------------------------------------------------------------
 def winner_record(outcome: Outcome) -> dict | None:
     return outcome.final_best or (outcome.best.record if outcome.best else None)
@@ -337,7 +327,7 @@ def render(outcomes: list[Outcome], budget_s: float, recipes: dict[int, str]) ->
         if o.best is None or figure(win) is None:
             lines.append("no configuration was measured successfully" + (f"; {o.skipped[0]}" if o.skipped else ""))
             continue
-        lines += [f"best: {_label(o.best.case)}", f"  {_fig(win)}"]
+        lines += [f"best: {describe_case(o.best.case)}", f"  {_fig(win)}"]
         rows = []
         for key, name in (("baseline", "article's baseline"), ("optimized", "article's optimized")):
             ref = o.references.get(key)
@@ -349,13 +339,15 @@ def render(outcomes: list[Outcome], budget_s: float, recipes: dict[int, str]) ->
             rows.append([f"runner-up: {_difference(o.best.case, o.runner_up.case)}", _cell(r), _noise(r),
                          _versus(o.versus_runner_up)])
         for c in o.fed:
-            share = f"{100 * figure(c.record) / figure(win):.1f}% of synthetic" if figure(c.record) else "-"
-            rows.append([f"fed by JPEGs: {_difference(o.best.case, c.case)}", _cell(c.record), _noise(c.record), share])
+            share = (f"{100 * figure(c.record) / figure(win):.1f}% of synthetic; {_versus(judge(win, c.record))}"
+                     if figure(c.record) else "-")
+            source = c.case.loader + (f" ({c.case.dali_device} decode)" if c.case.loader == "dali" else " DataLoader")
+            rows.append([f"fed by JPEGs: {source}", _cell(c.record), _noise(c.record), share])
         lines.append("\n" + tabulate(rows, headers=["yardstick", "images/s", "95% interval", "the best against it"],
                                      tablefmt="github", disable_numparse=True))
         if o.gpus in recipes:
             lines.append(f"\nrecipe: {recipes[o.gpus]}")
-        rows = [[c.stage, _difference(c.against, c.case) if c.against else _label(c.case), _cell(c.record),
+        rows = [[c.stage, _difference(c.against, c.case) if c.against else describe_case(c.case), _cell(c.record),
                  _noise(c.record), c.note] for c in o.candidates if c.record]
         lines.append("\n" + tabulate(rows, headers=["stage", "candidate: the change tried", "images/s", "95% interval",
                                                     "against the best then"],
@@ -398,5 +390,5 @@ def summary(outcome: Outcome, recipe: str | None) -> dict:
             "candidates": [{"stage": c.stage, "case_id": c.case.case_id, "images_per_s": figure(c.record),
                             "status": c.record["status"], "note": c.note} for c in outcome.candidates if c.record],
             "not_measured": outcome.skipped, "recipe": recipe,
-            "median_process_s": statistics.median([process_seconds(c.record) for c in outcome.candidates if c.record])
+            "median_process_s": statistics.median([seconds_per_process(c.record) for c in outcome.candidates if c.record])
             if any(c.record for c in outcome.candidates) else None}

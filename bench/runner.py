@@ -310,7 +310,7 @@ def run_cases(cases: list[Case], sweep: str, store: Store, dist: DistArgs = Dist
                   file=out, flush=True)
             started = datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")
             result = measure(case, processes, run.floor, dist)
-            taken.append(result["wall_s"] / max(1, len(result.get("processes") or [1])))
+            taken.append(plan.seconds_per_process(result))
             keep(assemble(case, result, sweep, env, started, peak, run.run_id))
             if measured is not None:
                 measured[case.case_id] = records[-1]

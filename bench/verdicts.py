@@ -39,6 +39,12 @@ def compare(a_ips: float, a_half_pct: float | None, b_ips: float, b_half_pct: fl
     return {"delta_pct": delta, "noise_pct": noise, "verdict": verdict}
 
 
+def compare_metrics(a: dict, b: dict, within_process_ok: bool = False) -> dict:
+    """`compare` on two records' metrics: each figure with its own interval."""
+    return compare(a["images_per_s"], half_width_pct(a, within_process_ok),
+                   b["images_per_s"], half_width_pct(b, within_process_ok))
+
+
 def claim_verdict(delta_pct: float, noise_pct: float | None) -> str:
     """Does 'after is faster than before' hold, given the change and its combined noise?"""
     if noise_pct is None:

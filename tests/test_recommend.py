@@ -202,3 +202,17 @@ def test_a_ddp_recipe_runs_under_torchrun_on_gloo(tmp_path, tiny):
                          capture_output=True, text=True, timeout=300)
     assert ran.returncode == 0, ran.stderr[-2000:]
     assert "2 process(es)" in ran.stdout and float(ran.stdout.split("images/s: ")[1].split()[0]) > 0
+
+
+def test_the_winner_fed_by_jpegs_is_judged_against_its_synthetic_figure_with_the_noise():
+    standin = StandIn({("optimizer_impl", "fused"): 20.0, ("batch_size", 128): -20.0, ("batch_size", 512): -20.0,
+                       ("precision", "bf16"): -10.0, ("channels_last", False): -40.0,
+                       ("loader", "dali"): -3.0, ("loader", "torch"): -30.0})
+    out = search(standin).run(BASE, 1, data_dir="/data", with_compile=False)
+    assert [(c.case.loader, c.case.optimizer_impl, c.case.min_window_s) for c in out.fed] == \
+        [("dali", "fused", sweeps.LOADER_WINDOW_S), ("torch", "fused", sweeps.LOADER_WINDOW_S)]
+    text = recommend.render([out], 600, {})
+    assert "97.0% of synthetic; -3.0%: slower (+-2.8%)" in text
+    assert "70.0% of synthetic; -30.0%: slower (+-2.8%)" in text
+    assert "| fed by JPEGs: dali (mixed decode) " in text and "| fed by JPEGs: torch DataLoader " in text
+    assert max(len(ln) for ln in text.splitlines()) <= 120
