@@ -19,7 +19,7 @@ CPU_RECOMMEND_BASE = CPU_BASE.replace(model="resnet18", num_classes=10, image_si
 ARTICLE_ACCUMULATION = 8  # the first article accumulates over 8 micro-batches
 # each torch DataLoader worker hands over a whole batch at a time (about a second of decoding at 256
 # images), so its windows span several such rounds or one late round would decide the figure; DALI's
-# windows swung 6% apart at 2 s on one H200 (decoder threads sharing the cores), so they are as long
+# 2 s windows spread 11% within one process on one H200 (mixed decode, loader alone), so they are as long
 LOADER_WINDOW_S = 5.0
 
 
