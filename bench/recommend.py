@@ -235,7 +235,10 @@ class Search:
         close = runner_up(outcome.candidates, current)
         if close is None or not is_close(close.record, current.record):
             return 0.0
-        return self.final_processes * (self.estimate(current.case) + self.estimate(close.case))
+        cost = self.final_processes * (self.estimate(current.case) + self.estimate(close.case))
+        # finals that no longer fit would leave the time unspent: then candidates get it (seen on one
+        # H200: a reservation for two compiled finalists skipped reduce-overhead, then the finals too)
+        return cost if self.elapsed() + cost <= self.limit else 0.0
 
     def within(self, case: Case, processes: int = 1, keep: float = 0.0) -> bool:
         """Whether `processes` of this case, and `keep` seconds after them, fit in this GPU count's share."""

@@ -138,6 +138,18 @@ def test_the_budget_is_kept_and_what_it_left_out_is_named():
     assert len(out.candidates) < 1 + 3 + 3 + 1 + 2  # start, precision, compile, optimizer, batch
 
 
+def test_time_kept_for_finals_that_cannot_fit_goes_to_the_candidates():
+    # start, two yardsticks, fused (+10%), compile step (+17%) and model (a tie): 300 s of a 400 s budget;
+    # the two compiled finalists would need 2 x (90 + 90) s, more than is left, so reduce-overhead runs
+    standin = StandIn({("optimizer_impl", "fused"): 10.0, ("compile", "default"): 17.0,
+                       ("compile", "reduce-overhead"): 10.0}, eager_s=30.0, compile_s=90.0)
+    out = search(standin, 400.0).run(BASE, 1)
+    tried = [(c.case.compile, c.case.compile_scope) for c in out.candidates if c.stage == "compile"]
+    assert tried == [("default", "step"), ("default", "model"), ("reduce-overhead", "step")]
+    assert "the finalists' re-measurement (budget)" in out.skipped
+    assert standin.now <= 400.0
+
+
 def test_ddp_knobs_are_searched_over_several_gpus():
     standin = StandIn({("gradient_as_bucket_view", True): 4.0})
     out = search(standin).run(BASE, 4, with_compile=False)
