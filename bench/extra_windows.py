@@ -26,7 +26,7 @@ def run(case, ctx, trainer, batches, timer, steps: int) -> dict:
     if case.strategy == "ddp" and ctx.world_size > 1 and not case.loader_only:
         trainer.force_no_sync = True
         try:
-            window, _, _, _ = timed_window(trainer, batches, timer, steps)
+            window = timed_window(trainer, batches, timer, steps)
         finally:
             trainer.force_no_sync = False
         out["no_sync_window_s"] = window

@@ -63,7 +63,7 @@ def loader_changes(best: Case, data_dir: str) -> list[dict]:
     """The winner fed by JPEGs: DALI (decoding on the GPU where there is one) and the torch DataLoader,
     each with this machine's cores, over windows long enough for a loader's rounds."""
     gpu = best.device == "cuda"
-    window = {"min_window_s": max(best.min_window_s, sweeps.LOADER_WINDOW_S)} if gpu else {}
+    window = sweeps.loader_windows(best)
     return [dict(loader="dali", data_dir=data_dir, dali_device="mixed" if gpu else "cpu", dali_threads=AUTO, **window),
             dict(loader="torch", data_dir=data_dir, num_workers=AUTO, pin_memory=gpu, non_blocking=gpu,
                  persistent_workers=True, **window)]

@@ -34,9 +34,11 @@ def spread(values: list[float]) -> dict:
 def merge_ranks(ranks: list[dict], gpus: int) -> dict:
     """Global metrics from per-rank records (each with `windows_s`, `images`, `data_wait_s`).
 
-    Repeat r's throughput is all ranks' images in repeat r over the slowest rank's repeat-r window;
-    the reported figure is the median over repeats. Data wait is the largest share on any rank,
-    since the rank that waits longest sets the pace.
+    Window r's throughput is all ranks' images in window r over the slowest rank's window r. The
+    windows are cut from one continuous span, so the process's figure is every image of the span over
+    the span's time (the sum of the slowest rank's windows), and its relative standard error is that
+    of the windows' seconds per image. Data wait is the largest share on any rank, since the rank that
+    waits longest sets the pace.
     """
     n_repeats = {len(r["windows_s"]) for r in ranks}
     if len(n_repeats) != 1:
@@ -44,15 +46,18 @@ def merge_ranks(ranks: list[dict], gpus: int) -> dict:
     repeats = n_repeats.pop()
     per_repeat = [merge_repeat([r["windows_s"][i] for r in ranks], [r["images"][i] for r in ranks])
                   for i in range(repeats)]
+    slowest_s = [max(r["windows_s"][i] for r in ranks) for i in range(repeats)]
+    images = [sum(r["images"][i] for r in ranks) for i in range(repeats)]
+    figure = sum(images) / sum(slowest_s)
     s = spread(per_repeat)
     wait_pct = [100.0 * sum(r["data_wait_s"]) / sum(r["windows_s"]) for r in ranks]
     stall_pct = [100.0 * sum(r["input_stall_s"]) / sum(r["windows_s"]) for r in ranks if r.get("input_stall_s") is not None]
     return {
         "input_stall_pct": max(stall_pct) if stall_pct else None,
         "input_stall_pct_per_rank": stall_pct or None,
-        "window_rel_se": relative_standard_error(per_repeat),
-        "images_per_s": s["median"],
-        "images_per_s_per_gpu": s["median"] / gpus,
+        "window_rel_se": relative_standard_error([t / n for t, n in zip(slowest_s, images)]),
+        "images_per_s": figure,
+        "images_per_s_per_gpu": figure / gpus,
         "images_per_s_repeats": per_repeat,
         "images_per_s_min": s["min"],
         "images_per_s_max": s["max"],
@@ -104,14 +109,18 @@ def noise_floor(images_per_s: list[float]) -> dict:
             "rel_sd": statistics.stdev(images_per_s) / statistics.fmean(images_per_s)}
 
 
-def ci95(process_figures: list[float], window_rel_se: list[float], floor: dict | None) -> list[float] | None:
+def ci95(process_figures: list[float], window_rel_se: list[float], floor: dict | None,
+         windows: list[int] | None = None) -> list[float] | None:
     """95% interval, in images/s, for a case measured in K fresh processes.
 
     Between-process variance (relative) is pooled from the run's noise floor (n_f processes of a
     reference case) and, where K >= 2, the case's own K figures; each process's own window-to-window
     standard error is added on top, since a loader's stalls can make one case noisier than the
-    reference. Half-width = t(0.975, df) * sqrt(between / K + mean(window_se^2) / K) * median,
-    df = (n_f - 1) + (K - 1). None when df = 0: one process and no floor cannot be judged.
+    reference. Half-width = t(0.975, df) * sqrt(between / K + mean(window_se^2) / K) * median.
+    The two variances come with their own degrees of freedom, (n_f - 1) + (K - 1) and, for the
+    windows, sum(windows_i - 1); df is their Welch-Satterthwaite combination, rounded down (without
+    `windows`, the between-process df alone). None when the between-process df is 0: one process and
+    no floor cannot be judged.
     """
     k = len(process_figures)
     if k == 0:
@@ -121,13 +130,25 @@ def ci95(process_figures: list[float], window_rel_se: list[float], floor: dict |
     case_var = (statistics.stdev(process_figures) / statistics.fmean(process_figures)) ** 2 if k > 1 else 0.0
     df_floor = floor["n"] - 1 if floor else 0
     floor_var = floor["rel_sd"] ** 2 if floor else 0.0
-    df = df_case + df_floor
-    if df < 1:
+    df_between = df_case + df_floor
+    if df_between < 1:
         return None
-    between = (df_floor * floor_var + df_case * case_var) / df
-    within = statistics.fmean(se ** 2 for se in window_rel_se) if window_rel_se else 0.0
-    half = t975(df) * math.sqrt(between / k + within / k) * center
+    between = (df_floor * floor_var + df_case * case_var) / df_between / k
+    within = (statistics.fmean(se ** 2 for se in window_rel_se) if window_rel_se else 0.0) / k
+    df_within = sum(n - 1 for n in windows) if windows else 0
+    df = satterthwaite_df([(between, df_between), (within, df_within)])
+    half = t975(df) * math.sqrt(between + within) * center
     return [max(0.0, center - half), center + half]  # a throughput is never negative
+
+
+def satterthwaite_df(parts: list[tuple[float, int]]) -> int:
+    """Degrees of freedom of a sum of variance estimates (variance, its df), rounded down; a part
+    with no df (or no variance) adds nothing, so with one part this is that part's df."""
+    used = [(v, df) for v, df in parts if v > 0 and df > 0]
+    if not used:
+        return max((df for _, df in parts), default=1) or 1
+    total = sum(v for v, _ in used)
+    return max(1, math.floor(total ** 2 / sum(v ** 2 / df for v, df in used)))
 
 
 def combine_processes(per_process: list[dict], floor: dict | None, gpus: int) -> dict:
@@ -142,5 +163,6 @@ def combine_processes(per_process: list[dict], floor: dict | None, gpus: int) ->
     center = statistics.median(figs)
     merged.update(images_per_s=center, images_per_s_per_gpu=center / gpus,
                   images_per_s_processes=figs, processes=len(figs), median_process=middle,
-                  images_per_s_ci95=ci95(figs, [m.get("window_rel_se", 0.0) for m in per_process], floor))
+                  images_per_s_ci95=ci95(figs, [m.get("window_rel_se", 0.0) for m in per_process], floor,
+                                         [len(m.get("images_per_s_repeats") or [1]) for m in per_process]))
     return merged

@@ -17,10 +17,12 @@ CPU_BASE = Case(device="cpu", batch_size=8, image_size=64, warmup_steps=2, steps
 CPU_RECOMMEND_BASE = CPU_BASE.replace(model="resnet18", num_classes=10, image_size=32, min_window_s=0.3)
 
 ARTICLE_ACCUMULATION = 8  # the first article accumulates over 8 micro-batches
-# each torch DataLoader worker hands over a whole batch at a time (about a second of decoding at 256
-# images), so its windows span several such rounds or one late round would decide the figure; DALI's
-# 2 s windows spread 11% within one process on one H200 (mixed decode, loader alone), so they are as long
-LOADER_WINDOW_S = 5.0
+# A real loader's pace wanders over seconds (on one H200 the host's JPEG decoding moved 2,366-2,565
+# images/s within 5 minutes), so a loader case samples it in more windows than a synthetic one: six
+# back-to-back windows of at least 2.5 s (each a whole number of the torch DataLoader's rounds)
+# give its window-to-window error 5 degrees of freedom instead of 2, for the same measured time.
+LOADER_WINDOW_S = 2.5
+LOADER_WINDOWS = 6
 
 
 def gpu_counts(max_gpus: int) -> list[int]:
@@ -101,12 +103,19 @@ def accumulation(base: Case, gpus: int, mode: str) -> Case:
                         warmup_steps=2, steps=max(base.steps // ARTICLE_ACCUMULATION, 3))
 
 
+def loader_windows(base: Case) -> dict:
+    """The window settings of a case a real loader feeds (the CPU path keeps its short ones)."""
+    if base.device != "cuda":
+        return {}
+    return {"min_window_s": max(base.min_window_s, LOADER_WINDOW_S), "repeats": max(base.repeats, LOADER_WINDOWS)}
+
+
 def loader_case(base: Case, gpus: int, loader: str, dali_device: str = "mixed", loader_only: bool = False) -> Case:
     """DDP, bf16, NHWC, fed by one loader whose workers or threads are the machine's cores shared
     over the ranks (resolved when it runs, stored as a fact). A loader-only case runs no model, so
     it has no precision; channels_last still sets the layout the loader delivers."""
     kw = {}
-    window = {"min_window_s": max(base.min_window_s, LOADER_WINDOW_S)} if base.device == "cuda" else {}
+    window = loader_windows(base)
     if loader == "torch":
         kw = dict(_loader_knobs(base.replace(loader="torch"), AUTO, True), **window)
     if loader == "dali":

@@ -1,4 +1,5 @@
-"""Measured windows bounded by device synchronisation, with every step's time kept."""
+"""Measured spans bounded by device synchronisation, with every step's time kept, so windows are cut
+from one continuous span with no pause between them."""
 from __future__ import annotations
 
 import time
@@ -9,7 +10,7 @@ from .context import RankContext, synchronize
 
 
 class StepTimer:
-    """Per-step times from CUDA events (no sync inside the window), or host time on the CPU."""
+    """Per-step times from CUDA events (no sync inside the span), or host time on the CPU."""
 
     def __init__(self, ctx: RankContext):
         self.ctx = ctx
@@ -35,14 +36,21 @@ class StepTimer:
             self.marks.append(time.perf_counter())
 
     def stop(self) -> tuple[float, list[float]]:
-        """Return the window in seconds and each step's seconds."""
+        """Return the span in seconds (host clock, synchronised at both edges) and each step's seconds."""
         synchronize(self.ctx)
-        window = time.perf_counter() - self.t0
+        span = time.perf_counter() - self.t0
         if self.cuda:
             steps = [a.elapsed_time(b) / 1000.0 for a, b in zip(self.events, self.events[1:])]
         else:
             steps = [b - a for a, b in zip(self.marks, self.marks[1:])]
-        return window, steps
+        return span, steps
+
+
+def split(values: list[float], per_window: int, windows: int) -> list[list[float]]:
+    """`windows` consecutive chunks of `per_window` values each."""
+    if len(values) != per_window * windows:
+        raise ValueError(f"{len(values)} values cannot be {windows} windows of {per_window}")
+    return [values[i * per_window:(i + 1) * per_window] for i in range(windows)]
 
 
 class InputStallProbe:
@@ -61,7 +69,7 @@ class InputStallProbe:
         self.device = device
         self.cuda = device.type == "cuda"
         self.active = False
-        self.pairs, self.host_s = [], 0.0
+        self.pairs, self.host_waits = [], []
 
     def fetch(self, batches):
         if not self.active:
@@ -77,15 +85,15 @@ class InputStallProbe:
             return batch
         t = time.perf_counter()
         batch = next(batches)
-        self.host_s += time.perf_counter() - t
+        self.host_waits.append(time.perf_counter() - t)
         return batch
 
     def start(self) -> None:
-        self.pairs, self.host_s, self.active = [], 0.0, True
+        self.pairs, self.host_waits, self.active = [], [], True
 
-    def stop(self) -> float:
-        """Seconds of input stall in the window; call after the window's closing synchronisation."""
+    def stop(self) -> list[float]:
+        """Seconds of input stall of each fetch since start; call after the closing synchronisation."""
         self.active = False
         if self.cuda:
-            return sum(a.elapsed_time(b) for a, b in self.pairs) / 1000.0
-        return self.host_s
+            return [a.elapsed_time(b) / 1000.0 for a, b in self.pairs]
+        return list(self.host_waits)

@@ -21,7 +21,7 @@ from . import extra_windows, lifeline, loaders, precision, strategies
 from .case import Case
 from .context import RankContext, from_environment, synchronize
 from .gpu_sampler import sampler_for
-from .timing import InputStallProbe, StepTimer
+from .timing import InputStallProbe, StepTimer, split
 
 SLOWDOWN_VAR = "BENCH_INJECT_SLOWDOWN_PCT"
 """Test of the comparison method only: every measured step is followed by an idle pause of this
@@ -244,6 +244,10 @@ def measure(case: Case, ctx: RankContext) -> dict:
     batches = iter(loader)
     per_step_images = loaders.process_batch(case) * case.accumulation_steps
     try:
+        timer = StepTimer(ctx)
+        # NVML's start-up happens here, not between the warm-up and the span, where a pause would let
+        # a loader's workers refill their queue and flatter the first window
+        sampler = sampler_for(ctx.devices) if ctx.device.type == "cuda" else None
         if ctx.device.type == "cuda":
             for d in ctx.devices:
                 torch.cuda.reset_peak_memory_stats(d)
@@ -252,9 +256,14 @@ def measure(case: Case, ctx: RankContext) -> dict:
         trainer.step(batches)  # the first step pays for compilation, cuDNN autotuning, NCCL set-up
         synchronize(ctx)
         first_step_s = time.perf_counter() - t
-        # batches a loader prefetched while the model was being built would flatter the window:
+        # a hook added to a compiled model would force recompiles inside the span: its probe runs after
+        dtypes = {}
+        if not case.loader_only and not case.compile:
+            dtypes = compute_dtypes(trainer, batches)
+            check_label(case, dtypes)
+        # batches a loader prefetched while the model was being built would flatter the span:
         # take that many off its queue (training on them would only cost time), then warm up,
-        # so the window sees the loader's steady state
+        # so the span sees the loader's steady state
         drained = getattr(loader, "prefetch_batches", 0)
         for _ in range(drained):
             next(batches)
@@ -267,25 +276,9 @@ def measure(case: Case, ctx: RankContext) -> dict:
         step_estimate_s = timed_warmup(trainer, batches, ctx, timed)
         steps = window_steps(case, ctx, step_estimate_s, per_round)
         inject_fault(case, ctx)
-        # a hook added to a compiled model would force recompiles inside the window: its probe runs after
-        dtypes = {}
-        if not case.loader_only and not case.compile:
-            dtypes = compute_dtypes(trainer, batches)
-            check_label(case, dtypes)
-
-        timer = StepTimer(ctx)
-        sampler = sampler_for(ctx.devices) if ctx.device.type == "cuda" else None
         slowdown_pct = float(os.environ.get(SLOWDOWN_VAR) or 0)
         pause_s = step_estimate_s * slowdown_pct / 100.0
-        windows, images, waits, stalls, step_times = [], [], [], [], []
-        for i in range(case.repeats):
-            window, step_s, wait, stall = timed_window(trainer, batches, timer, steps, sampler, pause_s,
-                                                       f"window {i + 1} of {case.repeats}")
-            windows.append(window)
-            images.append(per_step_images * steps)
-            waits.append(wait)
-            stalls.append(stall)
-            step_times.append(step_s)
+        span = timed_span(trainer, batches, timer, steps, case.repeats, sampler, pause_s)
         heartbeat.beat("after the windows")
         extra = extra_windows.run(case, ctx, trainer, batches, timer, steps)
         if case.compile and not case.loader_only:
@@ -296,8 +289,8 @@ def measure(case: Case, ctx: RankContext) -> dict:
                                     f"{cuda_graph_skips()} compiled graph(s) without them")
         loss = float(trainer.last_loss.detach().float()) * case.accumulation_steps
         return {
-            "windows_s": windows, "images": images, "data_wait_s": waits, "step_times_s": step_times,
-            "input_stall_s": stalls if trainer.input_probe else None, "steps_per_window": steps,
+            **span, "images": [per_step_images * steps] * case.repeats,
+            "input_stall_s": span["input_stall_s"] if trainer.input_probe else None, "steps_per_window": steps,
             "step_estimate_s": step_estimate_s, "injected_slowdown_pct": slowdown_pct,
             "first_step_s": first_step_s, "warmup_steps_run": warmup_run, "prefetched_batches_drained": drained,
             "compute_dtypes": dtypes, "math_flags": trainer.math_flags,
@@ -346,31 +339,44 @@ def window_steps(case: Case, ctx: RankContext, step_estimate_s: float, per_round
     return steps
 
 
-def timed_window(trainer, batches, timer: StepTimer, steps: int, sampler=None, pause_s: float = 0.0,
-                 phase: str = "window"):
-    """One measured window: every rank opens it together; device-synchronised at both edges.
-    Returns the window's seconds, each step's seconds, the host's input wait and the device's input stall."""
+def timed_span(trainer, batches, timer: StepTimer, steps: int, windows: int, sampler=None,
+               pause_s: float = 0.0) -> dict:
+    """`windows` measured windows of `steps` steps each, run back to back as one span: every rank
+    opens it together and it is device-synchronised at both edges only, so no pause between windows
+    lets a loader refill its queue. Each window's seconds are the sum of its steps' times (CUDA events
+    on a GPU), and its data wait and input stall are its own steps'."""
     if dist.is_initialized():
         dist.barrier()
-    wait = 0.0
     probe = trainer.input_probe
+    waits = []
     if sampler:
         sampler.start()
     if probe:
         probe.start()
     timer.start()
-    for step in range(steps):
-        heartbeat.beat(phase, step)
-        wait += trainer.step(batches)
-        timer.mark()
-        if pause_s:  # an injected slowdown: the device idles for the pause, whatever was queued
-            synchronize(timer.ctx)
-            time.sleep(pause_s)
-    window, step_times = timer.stop()
-    stall = probe.stop() if probe else None
+    for w in range(windows):
+        phase = f"window {w + 1} of {windows}"
+        for step in range(steps):
+            heartbeat.beat(phase, step)
+            waits.append(trainer.step(batches))
+            timer.mark()
+            if pause_s:  # an injected slowdown: the device idles for the pause, whatever was queued
+                synchronize(timer.ctx)
+                time.sleep(pause_s)
+    span_s, step_times = timer.stop()
+    stalls = probe.stop() if probe else None
     if sampler:
         sampler.stop()
-    return window, step_times, wait, stall
+    step_chunks = split(step_times, steps, windows)
+    fetches_per_step = trainer.case.accumulation_steps
+    return {"windows_s": [sum(c) for c in step_chunks], "step_times_s": step_chunks, "span_s": span_s,
+            "data_wait_s": [sum(c) for c in split(waits, steps, windows)],
+            "input_stall_s": [sum(c) for c in split(stalls, steps * fetches_per_step, windows)] if probe else None}
+
+
+def timed_window(trainer, batches, timer: StepTimer, steps: int) -> float:
+    """One unpaused window on its own (the extra windows); its seconds."""
+    return timed_span(trainer, batches, timer, steps, 1)["windows_s"][0]
 
 
 def redirect_stderr(out: Path, rank: int) -> Path:

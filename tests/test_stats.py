@@ -21,10 +21,12 @@ def test_merge_ranks_by_hand():
         {"windows_s": [1.25, 1.0, 1.0], "images": [100, 100, 100], "data_wait_s": [0.0, 0.0, 0.4]},
     ]
     m = stats.merge_ranks(ranks, gpus=2)
-    # repeats: 200/1.25=160, 200/2=100, 200/1=200 -> median 160
+    # windows: 200/1.25=160, 200/2=100, 200/1=200; the span: 600 images over 1.25+2+1 = 4.25 s
     assert m["images_per_s_repeats"] == pytest.approx([160.0, 100.0, 200.0])
-    assert m["images_per_s"] == pytest.approx(160.0)
-    assert m["images_per_s_per_gpu"] == pytest.approx(80.0)
+    assert m["images_per_s"] == pytest.approx(600 / 4.25)
+    assert m["images_per_s_per_gpu"] == pytest.approx(300 / 4.25)
+    # seconds per image of each window: 0.00625, 0.01, 0.005 (mean 0.0070833, sd 0.0026021), over sqrt(3)
+    assert m["window_rel_se"] == pytest.approx(0.0026021 / 0.0070833 / 3 ** 0.5, rel=1e-4)
     assert m["spread_pct"] == pytest.approx(62.5)
     # rank 0 waited 0.4 of 4.0 s (10%), rank 1 0.4 of 3.25 s (12.3%): the larger share is reported
     assert m["data_wait_pct"] == pytest.approx(100 * 0.4 / 3.25)
@@ -66,6 +68,18 @@ def test_ci95_from_the_floor_alone():
     assert stats.ci95([1000.0], [0.0], floor) == pytest.approx([956.97, 1043.03])
     # window noise adds: sqrt(0.01^2 + 0.02^2) = 0.02236 -> 96.22
     assert stats.ci95([1000.0], [0.02], floor) == pytest.approx([1000 - 96.22, 1000 + 96.22], abs=0.01)
+
+
+def test_ci95_weighs_many_windows_by_their_own_degrees_of_freedom():
+    # floor sd 1% over 3 processes (variance 1e-4, df 2); one process of 6 windows, se 2% (4e-4, df 5):
+    # Welch-Satterthwaite df = (5e-4)^2 / (1e-8 / 2 + 1.6e-7 / 5) = 6.76 -> 6, t = 2.447
+    floor = {"rel_sd": 0.01, "n": 3}
+    half = 2.447 * (5e-4) ** 0.5 * 1000
+    assert stats.ci95([1000.0], [0.02], floor, [6]) == pytest.approx([1000 - half, 1000 + half])
+    # three windows (df 2) add little certainty: df = 2.5e-7 / (5e-9 + 8e-8) = 2.94 -> 2, t = 4.303
+    half = 4.303 * (5e-4) ** 0.5 * 1000
+    assert stats.ci95([1000.0], [0.02], floor, [3]) == pytest.approx([1000 - half, 1000 + half])
+    assert stats.satterthwaite_df([(1e-4, 2), (0.0, 5)]) == 2
 
 
 def test_ci95_pools_the_floor_with_the_cases_own_processes():

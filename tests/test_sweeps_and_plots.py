@@ -55,7 +55,7 @@ def test_loaders_sweep_pairs_each_loader_with_its_ceiling():
     assert {c.precision for c in cases if c.loader_only} == {"fp32"}
     assert {c.precision for c in cases if not c.loader_only} == {"bf16"}
     # windows are bounded by time; a real loader's are longer (workers hand over whole batches, DALI swings)
-    assert {c.min_window_s for c in cases if c.loader != "synthetic"} == {sweeps.LOADER_WINDOW_S}
+    assert {(c.min_window_s, c.repeats) for c in cases if c.loader != "synthetic"} == {(sweeps.LOADER_WINDOW_S, sweeps.LOADER_WINDOWS)}
     assert {c.min_window_s for c in cases if c.loader == "synthetic"} == {2.0}
     # workers and threads are the machine's cores per rank, resolved when a case runs: never in the case id
     assert {c.num_workers for c in cases if c.loader == "torch"} == {-1}

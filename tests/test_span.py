@@ -1,0 +1,67 @@
+"""A process's windows are one continuous span: nothing slow sits between the warm-up and the first
+window, where a loader's producers would refill their queue and flatter that window."""
+import queue
+import threading
+import time
+
+import torch
+
+from bench import loaders, worker
+from bench.context import RankContext
+
+PRODUCE_S = 0.08  # one batch per 80 ms: slower than the model, so the loader sets the pace
+QUEUE_DEPTH = 8
+
+
+class RefillingLoader:
+    """A producer thread that keeps a bounded queue of batches full, as the torch DataLoader's workers do."""
+
+    prefetch_batches = 0
+
+    def __init__(self, case):
+        self.q = queue.Queue(QUEUE_DEPTH)
+        self.stop = threading.Event()
+        images = torch.randn(case.batch_size, 3, case.image_size, case.image_size)
+        labels = torch.randint(0, case.num_classes, (case.batch_size,))
+
+        def produce():
+            while not self.stop.is_set():
+                time.sleep(PRODUCE_S)
+                while not self.stop.is_set():
+                    try:
+                        self.q.put((images, labels), timeout=0.05)
+                        break
+                    except queue.Full:
+                        pass
+        self.thread = threading.Thread(target=produce, daemon=True)
+        self.thread.start()
+
+    def __iter__(self):
+        while True:
+            yield self.q.get()
+
+    def facts(self):
+        return {}
+
+    def close(self):
+        self.stop.set()
+        self.thread.join()
+
+
+def test_a_slow_set_up_step_does_not_flatter_the_first_window(tiny, monkeypatch):
+    # a warm-up long enough to drain what the queue held before it (the loader sets the pace after)
+    case = tiny.replace(warmup_steps=40, steps=10, min_window_s=0.0, repeats=3)
+    monkeypatch.setattr(loaders, "make", lambda c, ctx: RefillingLoader(c))
+
+    def slow_label_check(trainer, batches):  # set-up that takes long enough to refill the whole queue
+        time.sleep(QUEUE_DEPTH * PRODUCE_S * 2)
+        return {"cpu": "float32"}
+    monkeypatch.setattr(worker, "compute_dtypes", slow_label_check)
+    m = worker.measure(case, RankContext())
+    windows = m["windows_s"]
+    # each window is the loader's pace, 10 batches x 80 ms; a refilled queue would give 8 of them free
+    assert min(windows) > 10 * PRODUCE_S * 0.6, windows
+    assert max(windows) / min(windows) < 1.5, windows
+    # the windows are the span's steps, back to back: their sum is the span up to its closing sync
+    assert [len(s) for s in m["step_times_s"]] == [10, 10, 10]
+    assert 0 <= m["span_s"] - sum(windows) < 0.05
