@@ -18,11 +18,12 @@ CPU_RECOMMEND_BASE = CPU_BASE.replace(model="resnet18", num_classes=10, image_si
 
 ARTICLE_ACCUMULATION = 8  # the first article accumulates over 8 micro-batches
 # A real loader's pace wanders over seconds (on one H200 the host's JPEG decoding moved 2,366-2,565
-# images/s within 5 minutes), so a loader case samples it in more windows than a synthetic one: six
-# back-to-back windows of at least 2.5 s (each a whole number of the torch DataLoader's rounds)
-# give its window-to-window error 5 degrees of freedom instead of 2, for the same measured time.
+# images/s within 5 minutes; six 2.5 s windows of DALI mixed spread 3,808-4,292), so a loader case
+# samples it in more windows than a synthetic one: ten back-to-back windows of at least 2.5 s (each
+# a whole number of the torch DataLoader's rounds), whose window-to-window error has 9 degrees of
+# freedom; six gave a 95% interval of +-5.4% there.
 LOADER_WINDOW_S = 2.5
-LOADER_WINDOWS = 6
+LOADER_WINDOWS = 10
 
 
 def gpu_counts(max_gpus: int) -> list[int]:

@@ -237,6 +237,7 @@ def test_torch_loader_windows_cover_whole_rounds_of_its_workers(jpegs):
     assert r["status"] == "ok", r
     assert r["metrics"]["steps_per_window"] == 6  # 4 rounded up to whole rounds of 3 workers
     assert r["ranks"][0]["warmup_steps_run"] == 4  # 1 + the timed warm-up, one whole round of 3
+    assert r["ranks"][0]["settle_steps_run"] == 6  # then one unmeasured window, so the span starts steady
     assert r["ranks"][0]["loader_threads"] == 3
 
 
