@@ -175,3 +175,25 @@ def test_several_sweeps_share_one_run(capsys, tmp_path):
     out = capsys.readouterr().out
     assert "| amp " in out and "| loaders " in out and "15 case(s)" in out
     assert out.count("(noise floor)") == 1
+
+
+def test_a_real_loader_is_judged_by_its_own_processes_not_the_synthetic_floor(monkeypatch):
+    """The floor is a synthetic case's noise: one process of a loader case gets no interval from it."""
+    from bench import runner
+    from bench.case import Case
+    figures = iter([1000.0, 1100.0, 1000.0, 1100.0])
+
+    def fake_run(case, dist=None):
+        ips = next(figures)
+        return {"status": "ok", "reason": "", "wall_s": 1.0, "ranks": [],
+                "metrics": {"images_per_s": ips, "images_per_s_per_gpu": ips, "window_rel_se": 0.0,
+                            "images_per_s_repeats": [ips] * 3}}
+    monkeypatch.setattr(runner, "run_case", fake_run)
+    floor = {"rel_sd": 0.005, "n": 3}
+    synthetic = Case(device="cpu", batch_size=2, image_size=32)
+    fed = synthetic.replace(loader="torch", data_dir="/data", num_workers=1)
+    assert runner.measure(synthetic, 1, floor)["metrics"]["images_per_s_ci95"] is not None
+    assert runner.measure(fed, 1, floor)["metrics"]["images_per_s_ci95"] is None
+    # two processes of the loader case, 1000 and 1100: their own spread, not the floor's 0.5%
+    lo, hi = runner.measure(fed, 2, floor)["metrics"]["images_per_s_ci95"]
+    assert hi - lo > 1000
