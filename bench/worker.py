@@ -297,10 +297,10 @@ def measure(case: Case, ctx: RankContext) -> dict:
                                     f"{cuda_graph_skips()} compiled graph(s) without them")
         loss = float(trainer.last_loss.detach().float()) * case.accumulation_steps
         return {
-            **span, "images": [per_step_images * steps] * case.repeats,
-            "input_stall_s": span["input_stall_s"] if trainer.input_probe else None, "steps_per_window": steps,
+            **span, "images": [per_step_images * steps] * case.repeats, "steps_per_window": steps,
             "step_estimate_s": step_estimate_s, "injected_slowdown_pct": slowdown_pct,
-            "first_step_s": first_step_s, "warmup_steps_run": warmup_run, "settle_steps_run": settle_steps, "prefetched_batches_drained": drained,
+            "first_step_s": first_step_s, "warmup_steps_run": warmup_run, "settle_steps_run": settle_steps,
+            "prefetched_batches_drained": drained,
             "compute_dtypes": dtypes, "math_flags": trainer.math_flags,
             "allreduce_calls_per_step": None, "last_loss": loss,
             "gpu_samples": sampler.summary() if sampler else {}, **extra,
