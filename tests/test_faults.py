@@ -40,14 +40,26 @@ def _workers_of(pid: int) -> list[int]:
     return found
 
 
-def _wait_for_ranks(p, n=3, timeout=90):
+def _phases(launcher_pid: int) -> list[str]:
+    """What each rank of this launcher's case says it is doing, from its heartbeat file."""
+    phases = []
+    for d in Path("/tmp").glob(launch.CASE_DIR_PREFIX + "*"):
+        owner = d / launch.OWNER_FILE
+        if owner.is_file() and owner.read_text() == str(launcher_pid):
+            phases += [launch.read_heartbeat(d / "ranks", r).get("phase", "") for r in (0, 1)]
+    return phases
+
+
+def _wait_for_ranks(p, timeout=180):
+    """Until both ranks are inside their measured windows: a fixed sleep raced a loaded machine's start-up."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
-        if len(_workers_of(p.pid)) >= n:  # torchrun and both ranks
-            time.sleep(6)  # and into their windows
+        phases = _phases(p.pid)
+        if len(phases) == 2 and all(ph.startswith("window") for ph in phases):
+            time.sleep(1)
             return
         time.sleep(0.3)
-    raise AssertionError("the case did not start")
+    raise AssertionError(f"the case did not reach its windows: {_phases(p.pid)}")
 
 
 @pytest.mark.parametrize("sig", [signal.SIGKILL, signal.SIGHUP], ids=["sigkill", "sighup"])
