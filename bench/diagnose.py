@@ -6,6 +6,8 @@ from . import flops
 INPUT_BOUND_PCT = 10.0   # a device that sits idle this long waiting for batches is held back by its input
 COMM_BOUND_PCT = 10.0    # this much un-hidden all-reduce time bounds a DDP step
 GPU_BUSY_PCT = 90.0      # NVML's utilisation at or above this: the GPU had no idle time to give
+HOST_BUSY_PCT = 90.0     # the host's cores this busy: a loader that decodes on them has no core to spare
+STEAL_PCT = 2.0          # a hypervisor taking this much of the cores' time moves a host-side figure
 
 
 def exposed_comm_pct(ranks: list[dict]) -> float | None:
@@ -44,7 +46,8 @@ def diagnose(record: dict, peak: dict | None = None) -> dict:
     comm = exposed_comm_pct(ranks)
     out = {"data_wait_pct": wait, "input_stall_pct": stall, "comm_exposed_pct": comm,
            "compute_pct": max(0.0, 100.0 - (wait if stall is None else stall) - (comm or 0.0)),
-           "harness_overhead_pct": harness_overhead_pct(ranks), "gpu": gpu_util(ranks)}
+           "harness_overhead_pct": harness_overhead_pct(ranks), "gpu": gpu_util(ranks),
+           "host_cpu_busy_pct": m.get("host_cpu_busy_pct"), "host_cpu_steal_pct": m.get("host_cpu_steal_pct")}
     if not case.get("loader_only"):
         per_image = flops.training_flops_per_image(case["model"], case["image_size"], case["num_classes"])
         out["model_flops_per_image"] = per_image
@@ -56,9 +59,23 @@ def diagnose(record: dict, peak: dict | None = None) -> dict:
     return out
 
 
+def host_text(case: dict, d: dict) -> str:
+    """The host's cores during the span, where a loader decodes on them (the torch DataLoader, DALI
+    on the CPU); said only for such cases, and only where the counters were read."""
+    busy, steal = d.get("host_cpu_busy_pct"), d.get("host_cpu_steal_pct")
+    if busy is None or case.get("loader") not in ("torch", "dali"):
+        return ""
+    text = f"; host CPUs {busy:.0f}% busy"
+    if busy >= HOST_BUSY_PCT:
+        text += " (no core to spare for decoding)"
+    if steal is not None and steal >= STEAL_PCT:
+        text += f", {steal:.1f}% of their time taken by the hypervisor (other guests): a pace no setting here controls"
+    return text
+
+
 def verdict(case: dict, d: dict) -> tuple[str, str]:
     if case.get("loader_only"):
-        return "loader-only", "no model ran: this is the loader's ceiling"
+        return "loader-only", "no model ran: this is the loader's ceiling" + host_text(case, d)
     stall, comm = d.get("input_stall_pct"), d["comm_exposed_pct"]
     # the device's idle time for input decides; records from before it was measured fall back to
     # the host's wait, and say so, since the host can wait while queued GPU work keeps the GPU busy
@@ -70,7 +87,7 @@ def verdict(case: dict, d: dict) -> tuple[str, str]:
         if case.get("loader") == "dali" and case.get("dali_device") == "mixed" and util and min(util) >= GPU_BUSY_PCT:
             # the GPU never idled: the pipeline's GPU stage queued behind training, not the CPU
             shared = "; DALI decodes on the same GPU, which training keeps busy"
-        return "input-bound", f"{whose} {wait:.0f}% of the window for input{util_text}{shared}"
+        return "input-bound", f"{whose} {wait:.0f}% of the window for input{util_text}{shared}{host_text(case, d)}"
     if comm is not None and comm >= COMM_BOUND_PCT:
         return "communication-bound", f"gradient sync adds {comm:.0f}% to the step (no-sync window){util_text}"
     mfu = d.get("mfu_pct")

@@ -85,6 +85,7 @@ def process_summary(result: dict) -> dict:
     return {"status": result["status"], "images_per_s": m.get("images_per_s"),
             "images_per_s_repeats": m.get("images_per_s_repeats"), "input_stall_pct": m.get("input_stall_pct"),
             "data_wait_pct": m.get("data_wait_pct"), "wall_s": result.get("wall_s"),
+            "host_cpu_busy_pct": m.get("host_cpu_busy_pct"), "host_cpu_steal_pct": m.get("host_cpu_steal_pct"),
             "windows_s": [r.get("windows_s") for r in result.get("ranks", [])]}
 
 

@@ -53,6 +53,7 @@ def merge_ranks(ranks: list[dict], gpus: int) -> dict:
     wait_pct = [100.0 * sum(r["data_wait_s"]) / sum(r["windows_s"]) for r in ranks]
     stall_pct = [100.0 * sum(r["input_stall_s"]) / sum(r["windows_s"]) for r in ranks if r.get("input_stall_s") is not None]
     return {
+        **_host_cpu(ranks),
         "input_stall_pct": max(stall_pct) if stall_pct else None,
         "input_stall_pct_per_rank": stall_pct or None,
         "window_rel_se": relative_standard_error([t / n for t, n in zip(slowest_s, images)]),
@@ -67,6 +68,16 @@ def merge_ranks(ranks: list[dict], gpus: int) -> dict:
         "data_wait_pct_per_rank": wait_pct,
         "slowest_rank": max(range(len(ranks)), key=lambda i: sum(ranks[i]["windows_s"])),
     }
+
+
+def _host_cpu(ranks: list[dict]) -> dict:
+    """The busiest host's shares: the ranks of one machine read the same counters; over several
+    machines, the one whose cores were fullest (or most taken) is the one that held the others."""
+    out = {}
+    for key in ("host_cpu_busy_pct", "host_cpu_steal_pct"):
+        values = [r[key] for r in ranks if r.get(key) is not None]
+        out[key] = max(values) if values else None
+    return out
 
 
 def scaling_efficiency(images_per_s: float, gpus: int, one_gpu_images_per_s: float) -> float:

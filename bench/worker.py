@@ -17,7 +17,7 @@ import torch
 import torch.distributed as dist
 import torchvision
 
-from . import extra_windows, lifeline, loaders, precision, strategies
+from . import extra_windows, host_cpu, lifeline, loaders, precision, strategies
 from .case import Case
 from .context import RankContext, from_environment, synchronize
 from .gpu_sampler import sampler_for
@@ -361,6 +361,9 @@ def timed_span(trainer, batches, timer: StepTimer, steps: int, windows: int, sam
         sampler.start()
     if probe:
         probe.start()
+    # the host's counters at the host's window edges: a real loader works on the host, so that is
+    # where its pace is set (one small file read per window)
+    cpu = [host_cpu.read()]
     timer.start()
     for w in range(windows):
         phase = f"window {w + 1} of {windows}"
@@ -371,6 +374,7 @@ def timed_span(trainer, batches, timer: StepTimer, steps: int, windows: int, sam
             if pause_s:  # an injected slowdown: the device idles for the pause, whatever was queued
                 synchronize(timer.ctx)
                 time.sleep(pause_s)
+        cpu.append(host_cpu.read())
     span_s, step_times = timer.stop()
     stalls = probe.stop() if probe else None
     if sampler:
@@ -379,7 +383,8 @@ def timed_span(trainer, batches, timer: StepTimer, steps: int, windows: int, sam
     fetches_per_step = trainer.case.accumulation_steps
     return {"windows_s": [sum(c) for c in step_chunks], "step_times_s": step_chunks, "span_s": span_s,
             "data_wait_s": [sum(c) for c in split(waits, steps, windows)],
-            "input_stall_s": [sum(c) for c in split(stalls, steps * fetches_per_step, windows)] if probe else None}
+            "input_stall_s": [sum(c) for c in split(stalls, steps * fetches_per_step, windows)] if probe else None,
+            **host_cpu.over_windows(cpu)}
 
 
 def timed_window(trainer, batches, timer: StepTimer, steps: int) -> float:

@@ -239,6 +239,10 @@ def test_torch_loader_windows_cover_whole_rounds_of_its_workers(jpegs):
     assert r["ranks"][0]["warmup_steps_run"] == 4  # 1 + the timed warm-up, one whole round of 3
     assert r["ranks"][0]["settle_steps_run"] == 6  # then one unmeasured window, so the span starts steady
     assert r["ranks"][0]["loader_threads"] == 3
+    # three decoding workers and the training step on this machine's cores: the counters saw them busy
+    rank = r["ranks"][0]
+    assert len(rank["host_cpu_busy_pct_windows"]) == 1 and 20.0 < r["metrics"]["host_cpu_busy_pct"] <= 100.0
+    assert 0.0 <= r["metrics"]["host_cpu_steal_pct"] < r["metrics"]["host_cpu_busy_pct"]
 
 
 def test_window_steps_by_hand():

@@ -61,6 +61,44 @@ def test_gpu_decoding_behind_a_busy_gpu_is_said_so():
     assert "same GPU" not in diagnose.diagnose(rec)["evidence"]
 
 
+def test_the_hosts_cores_are_named_where_a_loader_decodes_on_them():
+    rec = _record(wait=5.0, stall=40.0, gpus=1)
+    rec["metrics"].update(host_cpu_busy_pct=97.4, host_cpu_steal_pct=6.25)
+    assert "host CPUs" not in diagnose.diagnose(rec)["evidence"]  # synthetic input: no loader on the host
+    rec["case"]["loader"] = "torch"
+    d = diagnose.diagnose(rec)
+    assert d["verdict"] == "input-bound" and d["host_cpu_busy_pct"] == 97.4
+    assert d["evidence"].endswith("for input; host CPUs 97% busy (no core to spare for decoding), 6.2% of their "
+                                  "time taken by the hypervisor (other guests): a pace no setting here controls")
+    rec["metrics"].update(host_cpu_busy_pct=60.0, host_cpu_steal_pct=0.5)  # cores to spare, nothing taken
+    assert diagnose.diagnose(rec)["evidence"].endswith("for input; host CPUs 60% busy")
+    rec["metrics"].update(host_cpu_busy_pct=None, host_cpu_steal_pct=None)  # an older record
+    assert "host CPUs" not in diagnose.diagnose(rec)["evidence"]
+    only = _record(loader_only=True)
+    only["case"]["loader"] = "dali"
+    only["metrics"].update(host_cpu_busy_pct=99.0, host_cpu_steal_pct=0.0)
+    assert diagnose.diagnose(only)["evidence"] == ("no model ran: this is the loader's ceiling; host CPUs 99% busy "
+                                                   "(no core to spare for decoding)")
+
+
+def test_host_cpu_shares_by_hand(tmp_path):
+    from bench import host_cpu
+    stat = tmp_path / "stat"
+    stat.write_text("cpu  100 0 20 500 5 0 0 0 0 0\ncpu0 50 0 10 250 2 0 0 0 0 0\n")
+    before = host_cpu.read(stat)
+    # in between: 50 ticks user, 10 system, 30 idle, 10 stolen by the hypervisor
+    stat.write_text("cpu  150 0 30 530 5 0 0 10 0 0\n")
+    after = host_cpu.read(stat)
+    assert host_cpu.shares(before, after) == {"busy_pct": 60.0, "steal_pct": 10.0}
+    assert host_cpu.shares(after, after) is None  # no tick between: nothing to divide
+    stat.write_text("cpu  150 0 30 530\n")  # an old kernel's shorter line: steal counted as 0
+    assert host_cpu.read(stat)["steal"] == 0
+    assert host_cpu.read(tmp_path / "missing") is None and host_cpu.shares(None, after) is None
+    fields = host_cpu.over_windows([before, after, None])
+    assert fields["host_cpu_busy_pct"] is None  # the last reading failed: no span share claimed
+    assert fields["host_cpu_busy_pct_windows"] == [60.0, None] and fields["host_cpu_steal_pct_windows"] == [10.0, None]
+
+
 def test_loader_only_and_failed_cases():
     assert diagnose.diagnose(_record(loader_only=True))["verdict"] == "loader-only"
     assert diagnose.diagnose({"status": "oom"}) == {}

@@ -1,0 +1,48 @@
+"""The host's CPU time over a stretch of wall time, from the kernel's counters (/proc/stat): how busy
+all its cores were, and how much of their time a hypervisor gave to other guests (steal). A real
+loader decodes on these cores, so its pace follows both; neither is the suite's own choice."""
+from __future__ import annotations
+
+from pathlib import Path
+
+# the first eight columns of the "cpu" line, in clock ticks summed over every core; guest time is
+# already inside user and nice, so it is not counted twice
+FIELDS = ("user", "nice", "system", "idle", "iowait", "irq", "softirq", "steal")
+BUSY = ("user", "nice", "system", "irq", "softirq")
+STAT = Path("/proc/stat")
+
+
+def read(stat: Path = STAT) -> dict | None:
+    """The machine-wide counters now, or None where the kernel does not offer them (not Linux)."""
+    try:
+        with open(stat) as f:
+            first = f.readline().split()
+    except OSError:
+        return None
+    if not first or first[0] != "cpu":
+        return None
+    values = [int(v) for v in first[1:1 + len(FIELDS)]]
+    values += [0] * (len(FIELDS) - len(values))  # old kernels stop before steal
+    return dict(zip(FIELDS, values))
+
+
+def shares(before: dict | None, after: dict | None) -> dict | None:
+    """Busy and stolen shares of every core's time between two readings, in percent."""
+    if not before or not after:
+        return None
+    delta = {k: after[k] - before[k] for k in FIELDS}
+    total = sum(delta.values())
+    if total <= 0:
+        return None  # under one clock tick apart: nothing to divide
+    return {"busy_pct": 100.0 * sum(delta[k] for k in BUSY) / total,
+            "steal_pct": 100.0 * delta["steal"] / total}
+
+
+def over_windows(readings: list[dict | None]) -> dict:
+    """From a reading at the span's start and one after each window: the span's shares and each
+    window's, as record fields (None where the counters were missing)."""
+    span = shares(readings[0], readings[-1]) if len(readings) > 1 else None
+    windows = [shares(a, b) for a, b in zip(readings, readings[1:])]
+    return {"host_cpu_busy_pct": span and span["busy_pct"], "host_cpu_steal_pct": span and span["steal_pct"],
+            "host_cpu_busy_pct_windows": [w and w["busy_pct"] for w in windows],
+            "host_cpu_steal_pct_windows": [w and w["steal_pct"] for w in windows]}
