@@ -29,6 +29,7 @@ synthetic batch made once on the device, as in the measurement; feed your own lo
 """
 import argparse
 import contextlib
+import inspect
 import os
 import statistics
 import time
@@ -69,10 +70,12 @@ def main():
     model = model.to(device, memory_format=fmt).train()
     params = model.parameters()
     if ddp:
-        model = torch.nn.parallel.DistributedDataParallel(
-            model, device_ids=[device.index] if device.type == "cuda" else None, bucket_cap_mb=S["bucket_cap_mb"],
-            gradient_as_bucket_view=S["gradient_as_bucket_view"], static_graph=S["static_graph"],
-            broadcast_buffers=S["broadcast_buffers"])
+        DDP = torch.nn.parallel.DistributedDataParallel
+        # buffers sync in every forward by default; torch 2.14 renamed the keyword that turns it off
+        new_name = "forward_sync_buffers" in inspect.signature(DDP.__init__).parameters
+        buffer_sync = {{}} if S["broadcast_buffers"] else {{"forward_sync_buffers" if new_name else "broadcast_buffers": False}}
+        model = DDP(model, device_ids=[device.index] if device.type == "cuda" else None, bucket_cap_mb=S["bucket_cap_mb"],
+                    gradient_as_bucket_view=S["gradient_as_bucket_view"], static_graph=S["static_graph"], **buffer_sync)
     criterion = torch.nn.CrossEntropyLoss()
     if S["compile"] and S["compile_scope"] == "model":
         model = torch.compile(model, mode=S["compile"])

@@ -3,6 +3,8 @@ all-reduce; a counting hook (a Python call per bucket, which takes the GIL and c
 is installed only for the diagnostic window that counts all-reduces, after the measured ones."""
 from __future__ import annotations
 
+import inspect
+
 import torch.distributed as dist
 from torch.distributed.algorithms.ddp_comm_hooks import default_hooks
 from torch.nn.parallel import DistributedDataParallel
@@ -20,6 +22,15 @@ def _counting_allreduce(state: _AllReduceCount, bucket):
     return default_hooks.allreduce_hook(None, bucket)
 
 
+def buffer_sync(every_forward: bool) -> dict:
+    """DDP's keyword for syncing buffers in every forward. Its default (on) needs none; off is
+    `forward_sync_buffers` from torch 2.14 on, where `broadcast_buffers` only warns that it is deprecated."""
+    if every_forward:
+        return {}
+    names = inspect.signature(DistributedDataParallel.__init__).parameters
+    return {"forward_sync_buffers" if "forward_sync_buffers" in names else "broadcast_buffers": False}
+
+
 class DDPStrategy:
     def __init__(self, model, case, ctx, criterion):
         self.case = case
@@ -31,7 +42,7 @@ class DDPStrategy:
             bucket_cap_mb=case.bucket_cap_mb,
             gradient_as_bucket_view=case.gradient_as_bucket_view,
             static_graph=case.static_graph,
-            broadcast_buffers=case.broadcast_buffers,
+            **buffer_sync(case.broadcast_buffers),
         )
         self.counter = None
 
