@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 
 from . import sweeps, verdicts
 from .case import AUTO, Case, CaseError
-from .plan import seconds_per_process
+from .plan import expected_s, seconds_per_process
 
 SWEEP, FINAL_SWEEP = "recommend", "recommend-final"
 FINAL_PROCESSES = 2
@@ -120,8 +120,8 @@ class Search:
                  final_processes: int = FINAL_PROCESSES, stored: dict | None = None, known_times: dict | None = None,
                  floor_processes: int = 0, on_floor=None):
         """`measure(case, processes, sweep)` runs and stores a case and returns its record; `stored`
-        (case id -> record) holds this commit's reusable records; `known_times` ((recipe, GPUs) ->
-        seconds per process) is what this machine took before, for the budget's estimates. The first
+        (case id -> record) holds this commit's reusable records; `known_times` (plan.per_process_times)
+        is what this machine took before, for the budget's estimates. The first
         starting set-up is measured in `floor_processes` fresh processes, and `on_floor(case, figures)`
         is handed their figures: the run's noise floor, before any other candidate is judged."""
         self.measure_case, self.budget_s, self.clock = measure, budget_s, clock
@@ -140,7 +140,7 @@ class Search:
     def estimate(self, case: Case) -> float:
         """Seconds one process of this case should take: this machine's stored time for its recipe,
         else the slowest process of the same kind (eager or compiled) in this search."""
-        known = self.known_times.get((case.name, case.gpus))
+        known = expected_s(case, self.known_times)
         if known:
             return known
         same = [w for compiled, w in self.walls if compiled == bool(case.compile)]

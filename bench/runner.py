@@ -156,20 +156,25 @@ class Run:
             return None
         print(f"noise floor ({at} of run {self.run_id}): {reference.case_id} in {n} fresh processes",
               file=self.out, flush=True)
-        figures, reason = [], ""
+        figures, walls, reason = [], [], ""
         for _ in range(n):
             r = run_case(reference, self.dist)
+            walls.append(r["wall_s"])
             if r["status"] != "ok":
                 reason = f"{r['status']}: {r['reason']}"
                 break
             figures.append(r["metrics"]["images_per_s"])
-        return self.adopt_floor(reference, figures if len(figures) == n else [], reason, at)
+        return self.adopt_floor(reference, figures if len(figures) == n else [], reason, at, walls)
 
-    def adopt_floor(self, reference: Case, figures: list[float], reason: str = "", at: str = "start") -> dict:
-        """Keep these fresh-process figures of the reference case as the run's noise floor (and print it)."""
+    def adopt_floor(self, reference: Case, figures: list[float], reason: str = "", at: str = "start",
+                    walls: list[float] | None = None) -> dict:
+        """Keep these fresh-process figures of the reference case as the run's noise floor (and print it);
+        `walls`, each process's seconds, let a later --dry-run say what a floor costs here."""
         n = len(figures)
         floor = {**stats.noise_floor(figures), "case_id": reference.case_id, "case": reference.to_dict()} \
             if n >= 2 else {"error": reason or "not measured", "case_id": reference.case_id}
+        if walls:
+            floor.update(process_wall_s=walls, case=reference.to_dict())
         key = "noise_floor" if at == "start" else "noise_floor_end"
         self.manifest[key] = floor
         if at == "start" and "rel_sd" in floor:
@@ -287,7 +292,7 @@ def run_cases(cases: list[Case], sweep: str, store: Store, dist: DistArgs = Dist
     def time_left(remaining: list[Case]) -> str:
         """Per recipe: this machine's stored time for it, else the mean of this sweep's cases so far."""
         guess = sum(taken) / len(taken) if taken else None
-        per = [stored_times.get((c.name, c.gpus), guess) for c in remaining]
+        per = [plan.expected_s(c, stored_times) or guess for c in remaining]
         if any(p is None for p in per):
             return ""
         return f", about {_fmt_s(sum(per) * processes)} left"

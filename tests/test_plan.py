@@ -1,0 +1,54 @@
+"""--dry-run's expected times: stored time outside the windows, plus the windows a case asks for now."""
+import json
+
+import pytest
+
+from bench import plan, query, results
+from bench.case import Case
+
+
+def _record(wall_s, windows_s, steps_per_window, settle_steps=0, name="loader-torch", status="ok"):
+    """A stored case measured in len(windows_s) processes, each with one rank's windows."""
+    return {"schema": results.SCHEMA, "sweep": "loaders", "case_id": f"{name}-x", "status": status, "run_id": "r1",
+            "machine": "m", "commit_folder": "abc", "wall_s": wall_s, "case": {"name": name, "gpus": 1},
+            "processes": [{"windows_s": [w]} for w in windows_s],
+            "ranks": [{"settle_steps_run": settle_steps}],
+            "metrics": {"steps_per_window": steps_per_window, "images_per_s_repeats": [1.0] * len(windows_s[0]),
+                        "images_per_s": 1.0, "images_per_s_per_gpu": 1.0, "spread_pct": 0.0, "data_wait_pct": 0.0,
+                        "step_time_median_s": 0.1, "global_batch": 8}}
+
+
+def test_a_stored_time_is_split_into_what_windows_cost_and_what_they_do_not():
+    # 2 processes of 20 s each; each ran 3 windows of 10 steps (3 s, so 0.1 s a step) after a
+    # 10-step settle (1 s): 16 s of each process lies outside the windows
+    outside, step_s = plan._parts(_record(40.0, [[1.0, 1.0, 1.0], [1.0, 1.0, 1.0]], 10, settle_steps=10))
+    assert outside == pytest.approx(16.0) and step_s == pytest.approx(0.1)
+    # a failed case kept no windows: its whole time is what it costs again
+    assert plan._parts({**_record(9.0, [[1.0]], 10), "status": "timeout"}) == (9.0, None)
+
+
+def test_a_case_with_longer_windows_is_expected_to_take_longer():
+    times = {("loader-torch", 1): {"outside_windows_s": 16.0, "step_s": 0.1},
+             ("single", 1): {"outside_windows_s": 6.0, "step_s": None}}
+    loader = Case(device="cpu", name="loader-torch", loader="torch", data_dir="/d", steps=5, min_window_s=2.5, repeats=10)
+    # ten windows and one unmeasured window first, each 2.5 s (longer than 5 steps of 0.1 s)
+    assert plan.expected_s(loader, times) == pytest.approx(16.0 + 11 * 2.5)
+    # windows bounded by steps where those take longer than min_window_s
+    assert plan.expected_s(loader.replace(steps=40, min_window_s=0.0, repeats=2), times) == pytest.approx(16.0 + 3 * 4.0)
+    synthetic = Case(device="cpu", name="loader-torch", steps=5, min_window_s=2.5, repeats=10)
+    assert plan.expected_s(synthetic, times) == pytest.approx(16.0 + 10 * 2.5)  # no settle window
+    assert plan.expected_s(Case(device="cpu", name="single"), times) == 6.0  # no windows stored: as it took
+    assert plan.expected_s(Case(device="cpu", name="best"), times) is None
+
+
+def test_a_runs_noise_floor_processes_give_the_floor_its_expected_time(tmp_path):
+    store = results.Store(tmp_path)
+    store.save(_record(40.0, [[1.0, 1.0, 1.0], [1.0, 1.0, 1.0]], 10, settle_steps=10))
+    manifest = store.root / "m" / "abc" / results.RUNS_DIR / "r1.json"
+    manifest.parent.mkdir(parents=True)
+    manifest.write_text(json.dumps({"noise_floor": {"process_wall_s": [7.0, 9.0, 8.0], "case": {"name": "noise-floor", "gpus": 1}},
+                                    "noise_floor_end": {"process_wall_s": [8.5, 7.5], "case": {"name": "noise-floor", "gpus": 1}}}))
+    records, _ = query.load([tmp_path / "m"])
+    times = plan.per_process_times(records)
+    assert times[("noise-floor", 1)] == {"outside_windows_s": 8.0, "step_s": None}  # median of five processes
+    assert times[("loader-torch", 1)] == {"outside_windows_s": pytest.approx(16.0), "step_s": pytest.approx(0.1)}
