@@ -60,8 +60,9 @@ def diagnose(record: dict, peak: dict | None = None) -> dict:
 
 
 def host_text(case: dict, d: dict) -> str:
-    """The host's cores during the span, where a loader decodes on them (the torch DataLoader, DALI
-    on the CPU); said only for such cases, and only where the counters were read."""
+    """The host's cores during the span, where a loader works on them (the torch DataLoader; DALI,
+    whose reading and part of its decoding run there even with mixed decoding); said only for such
+    cases, and only where the counters were read."""
     busy, steal = d.get("host_cpu_busy_pct"), d.get("host_cpu_steal_pct")
     if busy is None or case.get("loader") not in ("torch", "dali"):
         return ""

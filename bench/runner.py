@@ -159,7 +159,8 @@ class Run:
         figures, walls, reason = [], [], ""
         for _ in range(n):
             r = run_case(reference, self.dist)
-            walls.append(r["wall_s"])
+            if r.get("wall_s"):
+                walls.append(r["wall_s"])
             if r["status"] != "ok":
                 reason = f"{r['status']}: {r['reason']}"
                 break
