@@ -1,6 +1,6 @@
 """The winner of `bench recommend` as a training script to copy: a plain PyTorch loop with exactly the
-measured settings, which times itself the way the suite does (warm-up first, device synchronised at
-both window edges, the slowest rank's time) and prints its own images/s.
+measured settings, which times itself the way the suite does (warm-up first, the windows back to back
+as one span synchronised at its edges, the slowest rank's time) and prints its own images/s.
 
 The script trains on one synthetic batch made once on the device, as the measured case did; it needs
 torch and torchvision only.
@@ -24,14 +24,13 @@ Settings: {label}.
 
 Run it as it was measured:
   {how}
-It warms up, then prints the images/s of each timed window and their median. The input is one
+It warms up, then prints the images/s of each timed window and of the whole span they make. The input is one
 synthetic batch made once on the device, as in the measurement; feed your own loader for real data.
 """
 import argparse
 import contextlib
 import inspect
 import os
-import statistics
 import time
 
 import torch
@@ -110,26 +109,42 @@ def main():
     for _ in range(a.warmup):
         step()
     sync()
-    rates = []
+    # the windows run back to back as one span, synchronised at its edges only (no pause between
+    # windows for a loader to catch up); each window's time comes from events on the device
+    if ddp:
+        dist.barrier()
+    sync()
+    cuda = device.type == "cuda"
+    events = [torch.cuda.Event(enable_timing=True) for _ in range(a.windows + 1)] if cuda else []
+    clock = []
+
+    def mark(i):
+        if cuda:
+            events[i].record()
+        else:  # the CPU runs each step to its end before the next
+            clock.append(time.perf_counter())
+
+    mark(0)
     for w in range(a.windows):
-        if ddp:
-            dist.barrier()
-        sync()
-        t0 = time.perf_counter()
         for _ in range(a.steps):
             step()
-        sync()
-        elapsed = torch.tensor([time.perf_counter() - t0])
-        if ddp:  # the slowest rank decides
-            elapsed = elapsed.to(device)
-            dist.all_reduce(elapsed, op=dist.ReduceOp.MAX)
-        rate = S["batch_size"] * world * a.steps / float(elapsed)
-        rates.append(rate)
-        if rank == 0:
-            print(f"window {{w + 1}}: {{rate:,.1f}} images/s", flush=True)
+        mark(w + 1)
+    sync()
+    if cuda:
+        window_s = [events[i].elapsed_time(events[i + 1]) / 1000.0 for i in range(a.windows)]
+    else:
+        window_s = [b - e for e, b in zip(clock, clock[1:])]
+    window_s = torch.tensor(window_s, dtype=torch.float64)
+    if ddp:  # the slowest rank decides each window
+        window_s = window_s.to(device)
+        dist.all_reduce(window_s, op=dist.ReduceOp.MAX)
+    window_s = window_s.tolist()
+    images = S["batch_size"] * world * a.steps
     if rank == 0:
-        print(f"images/s: {{statistics.median(rates):.1f}} (median of {{a.windows}} window(s) of {{a.steps}} steps, "
-              f"{{world}} process(es))", flush=True)
+        for w, t in enumerate(window_s):
+            print(f"window {{w + 1}}: {{images / t:,.1f}} images/s", flush=True)
+        print(f"images/s: {{images * a.windows / sum(window_s):.1f}} (every image of one span of {{a.windows}} "
+              f"window(s) of {{a.steps}} steps over its time, {{world}} process(es))", flush=True)
     if ddp:
         dist.destroy_process_group()
 
