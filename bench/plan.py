@@ -29,9 +29,10 @@ def _parts(d: dict) -> tuple[float, float | None]:
     if d.get("status") != "ok" or not steps or len(spans) != len(procs):
         return per_process, None
     windows = len(m.get("images_per_s_repeats") or []) or 1
-    step_s = statistics.fmean(spans) / (steps * windows)
+    span_s = statistics.fmean(spans)
+    step_s = span_s / (steps * windows)
     settle = max((r.get("settle_steps_run") or 0 for r in d.get("ranks") or []), default=0)
-    return max(0.0, per_process - statistics.fmean(spans) - settle * step_s), step_s
+    return max(0.0, per_process - span_s - settle * step_s), step_s
 
 
 def per_process_times(records: list[query.Record]) -> dict:
@@ -52,6 +53,7 @@ def per_process_times(records: list[query.Record]) -> dict:
     times = {}
     for k, v in parts.items():
         steps = [s for _, s in v if s is not None]
+        # a whole time still holds its windows: used only where no record of the recipe split them out
         outside = [o for o, s in v if s is not None] or [o for o, _ in v]
         times[k] = {"outside_windows_s": statistics.median(outside),
                     "step_s": statistics.median(steps) if steps else None}

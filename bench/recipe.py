@@ -24,8 +24,9 @@ Settings: {label}.
 
 Run it as it was measured:
   {how}
-It warms up, then prints the images/s of each timed window and of the whole span they make. The input is one
-synthetic batch made once on the device, as in the measurement; feed your own loader for real data.
+It warms up, then prints the images/s of each timed window and of the whole span they make. The
+input is one synthetic batch made once on the device, as in the measurement; feed your own loader
+for real data.
 """
 import argparse
 import contextlib

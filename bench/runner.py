@@ -172,10 +172,10 @@ class Run:
         """Keep these fresh-process figures of the reference case as the run's noise floor (and print it);
         `walls`, each process's seconds, let a later --dry-run say what a floor costs here."""
         n = len(figures)
-        floor = {**stats.noise_floor(figures), "case_id": reference.case_id, "case": reference.to_dict()} \
-            if n >= 2 else {"error": reason or "not measured", "case_id": reference.case_id}
+        floor = {**(stats.noise_floor(figures) if n >= 2 else {"error": reason or "not measured"}),
+                 "case_id": reference.case_id, "case": reference.to_dict()}
         if walls:
-            floor.update(process_wall_s=walls, case=reference.to_dict())
+            floor["process_wall_s"] = walls
         key = "noise_floor" if at == "start" else "noise_floor_end"
         self.manifest[key] = floor
         if at == "start" and "rel_sd" in floor:
