@@ -243,6 +243,14 @@ def cmd_data(a) -> int:
     return 0
 
 
+def _shown(path: Path) -> str:
+    """A written file as the user can open it from here: relative to the current folder when inside it."""
+    try:
+        return str(path.resolve().relative_to(Path.cwd().resolve()))
+    except ValueError:
+        return str(path)
+
+
 def _load(paths) -> list[query.Record]:
     records, problems = query.load(paths)
     results.warn_problems(problems)
@@ -395,14 +403,16 @@ def cmd_recommend(a) -> int:
             if recommend.figure(win) is not None:
                 path = recipe.write(outcome.best.case, win, recommend.describe_case(outcome.best.case),
                                     store.root / run.machine / run.commit / recommend.SWEEP)
-                recipes[n] = str(path)
-        run.manifest["recommend"] = [recommend.summary(o, recipes.get(o.gpus)) for o in outcomes]
+                recipes[n] = path
+        # the manifest names the recipe inside the results tree, so it stays true wherever that tree is copied
+        run.manifest["recommend"] = [recommend.summary(o, str(recipes[o.gpus].relative_to(store.root))
+                                                       if o.gpus in recipes else None) for o in outcomes]
     except KeyboardInterrupt:
         run.finish(interrupted=True)
         raise
     run.finish()
     print()
-    print(recommend.render(outcomes, budget, recipes))
+    print(recommend.render(outcomes, budget, {n: _shown(p) for n, p in recipes.items()}))
     return 0 if outcomes and all(o.gpus in recipes for o in outcomes) else 1
 
 

@@ -51,7 +51,7 @@ def diagnose(record: dict, peak: dict | None = None) -> dict:
     if not case.get("loader_only"):
         per_image = flops.training_flops_per_image(case["model"], case["image_size"], case["num_classes"])
         out["model_flops_per_image"] = per_image
-        rate = ((peak or {}).get("flops_per_s") or {}).get(case["precision"] if case["device"] == "cuda" else "fp32")
+        rate = ((peak or {}).get("flops_per_s") or {}).get(case["precision"])
         if rate:
             out["mfu_pct"] = flops.mfu_pct(m["images_per_s"], per_image, case["gpus"], rate)
             out["peak_flops_per_s"] = rate

@@ -11,14 +11,19 @@ from pathlib import Path
 DTYPES = {"fp32": "float32", "tf32": "float32", "bf16": "bfloat16", "fp16": "float16"}
 
 
+def precisions(device: str) -> dict:
+    """The precisions a case on this device may ask for (tf32 is a CUDA mode), each with its dtype,
+    so every case's MFU is taken against the peak of the precision it computed in."""
+    return DTYPES if device == "cuda" else {k: v for k, v in DTYPES.items() if k != "tf32"}
+
+
 def measure(device: str, size: int, repeats: int = 10) -> dict:
     """FLOP/s of a size^3 matrix product per precision, median of `repeats` after warm-up."""
     import statistics
 
     import torch
     rates = {}
-    names = DTYPES if device == "cuda" else {"fp32": "float32"}
-    for label, dtype in names.items():
+    for label, dtype in precisions(device).items():
         torch.backends.cuda.matmul.allow_tf32 = label == "tf32"
         a = torch.randn(size, size, device=device, dtype=getattr(torch, dtype))
         b = torch.randn(size, size, device=device, dtype=getattr(torch, dtype))
@@ -39,11 +44,14 @@ def measure(device: str, size: int, repeats: int = 10) -> dict:
 
 
 def load_or_measure(folder: Path, device: str, env: dict) -> dict:
-    """peak.json in the machine's results folder, measured now if it is not there yet."""
+    """peak.json in the machine's results folder, measured now if it is not there yet or lacks a
+    precision this device accepts (files written before CPU cases were measured in bf16 and fp16)."""
     path = folder / "peak.json"
     if path.is_file():
         try:
-            return json.loads(path.read_text())
+            stored = json.loads(path.read_text())
+            if set(precisions(device)) <= set(stored.get("flops_per_s") or {}):
+                return stored
         except (OSError, json.JSONDecodeError):
             pass
     size = 8192 if device == "cuda" else 1024

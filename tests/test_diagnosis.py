@@ -151,8 +151,21 @@ def test_peak_is_measured_once_and_stored(tmp_path):
     assert p["flops_per_s"]["fp32"] > 1e8 and p["env"]["cpu_model"] == "x"
     stored = json.loads((tmp_path / "peak.json").read_text())
     assert stored == p
-    (tmp_path / "peak.json").write_text(json.dumps({**p, "flops_per_s": {"fp32": 1.0}}))
+    assert set(p["flops_per_s"]) == {"fp32", "bf16", "fp16"}  # each precision a CPU case may ask for
+    (tmp_path / "peak.json").write_text(json.dumps({**p, "flops_per_s": {"fp32": 1.0, "bf16": 2.0, "fp16": 3.0}}))
     assert peak.load_or_measure(tmp_path, "cpu", {})["flops_per_s"]["fp32"] == 1.0  # not measured again
+    # a file from before bf16 and fp16 were measured on the CPU is measured again, not read as it is
+    (tmp_path / "peak.json").write_text(json.dumps({**p, "flops_per_s": {"fp32": 1.0}}))
+    again = peak.load_or_measure(tmp_path, "cpu", {})["flops_per_s"]
+    assert again["fp32"] > 1e8 and again["bf16"] > 1e6
+
+
+def test_mfu_of_a_cpu_case_is_taken_against_the_peak_of_its_own_precision():
+    rec = _record(precision="bf16", gpus=1, ips=10.0)
+    rec["case"]["device"] = "cpu"
+    d = diagnose.diagnose(rec, {"flops_per_s": {"fp32": 1e12, "bf16": 2e11}})
+    assert d["peak_flops_per_s"] == 2e11
+    assert d["mfu_pct"] == pytest.approx(100 * 10 * flops.training_flops_per_image("resnet50", 224) / 2e11)
 
 
 @pytest.mark.slow

@@ -37,32 +37,28 @@ def test_benchmark_only_runs_the_cases_and_records_them(tmp_path):
     assert report["commit_info"]["id"] == "feedc0ffee12" and report["commit_info"]["dirty"] is False
     assert {r["commit_folder"] for r in stored} == {"feedc0ffee12"}
 
-    # a later run compares itself with the saved one, as pytest-benchmark users expect
-    (first,) = (tmp_path / "saved").rglob("0001_*.json")  # pytest-benchmark names it from git itself
-    assert json.loads(first.read_text())["commit_info"]["id"] == "feedc0ffee12"
-    again = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "--benchmark-only",
-                            f"--benchmark-storage={saved}", "--benchmark-compare=0001", "-k", "single",
-                            "tests/test_benchmark_cases.py"],
-                           cwd=ROOT, capture_output=True, text=True, env=env, timeout=300)
-    assert again.returncode == 0, again.stdout + again.stderr
-    both = again.stdout + again.stderr
-    assert "Comparing against benchmarks from: " in both and first.name in both
-    assert "(0001_" in again.stdout and "(NOW)" in again.stdout  # both rows in the table
-
     # what pytest-benchmark stores is seconds per image, one value per measured window: OPS = images/s
     bench = benches["single"]
     assert bench["stats"]["rounds"] == 3
     (record,) = [r for r in stored if r["case"]["name"] == "single"]
     windows = record["processes"][0]["images_per_s_repeats"]
     assert bench["stats"]["ops"] == pytest.approx(1 / (sum(1 / x for x in windows) / len(windows)))
-    # so its regression check judges throughput: quiet on a repeat of the same commit, loud on a 2x slowdown
+
+    # a later run compares itself with the saved one, as pytest-benchmark users expect, and its regression
+    # check judges throughput: quiet on a repeat of the same commit, loud on a 4x slowdown. The threshold
+    # is wide because a repeat on a loaded 2-core machine has moved the mean by 26.5%.
+    (first,) = (tmp_path / "saved").rglob("0001_*.json")  # pytest-benchmark names it from git itself
+    assert json.loads(first.read_text())["commit_info"]["id"] == "feedc0ffee12"
     gate = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "--benchmark-only",
-            f"--benchmark-storage={saved}", "--benchmark-compare=0001", "--benchmark-compare-fail=mean:25%",
+            f"--benchmark-storage={saved}", "--benchmark-compare=0001", "--benchmark-compare-fail=mean:60%",
             "-k", "single", "tests/test_benchmark_cases.py"]
     same = subprocess.run(gate, cwd=ROOT, capture_output=True, text=True, env=env, timeout=300)
     assert same.returncode == 0, same.stdout + same.stderr
+    both = same.stdout + same.stderr
+    assert "Comparing against benchmarks from: " in both and first.name in both
+    assert "(0001_" in same.stdout and "(NOW)" in same.stdout  # both rows in the table
     slowed = subprocess.run(gate, cwd=ROOT, capture_output=True, text=True, timeout=300,
-                            env=dict(env, BENCH_INJECT_SLOWDOWN_PCT="100"))
+                            env=dict(env, BENCH_INJECT_SLOWDOWN_PCT="300"))
     assert slowed.returncode != 0 and "Performance has regressed" in slowed.stdout + slowed.stderr
 
 

@@ -192,7 +192,8 @@ def test_recommend_on_the_cpu_stores_every_candidate_and_writes_a_recipe_that_ru
     summary = json.loads(manifest.read_text())["recommend"][0]
     assert summary["gpus"] == 1 and summary["best_images_per_s"] > 0
     (script,) = tmp_path.rglob("recommend/recipe_1gpu.py")
-    assert summary["recipe"] == str(script)
+    assert summary["recipe"] == str(script.relative_to(tmp_path))  # inside the results tree, wherever it lies
+    assert f"recipe: {script}" in out.stdout  # printed so the user can open it from where they ran the command
     ran = subprocess.run([sys.executable, str(script), "--warmup", "1", "--steps", "2", "--windows", "2"],
                          capture_output=True, text=True, timeout=300)
     assert ran.returncode == 0, ran.stderr
