@@ -57,6 +57,10 @@ def bench_session(request):
     store = results.Store(os.environ.get("BENCH_RESULTS", results.DEFAULT_ROOT))
     run = Run(store, processes=int(os.environ.get("BENCH_PROCESSES", "1")))
     run.manifest["sweeps"].append("pytest-benchmark")
+    try:
+        run.claim()  # a sweep measuring on this machine at the same time would slow both
+    except results.StoreError as e:
+        pytest.exit(f"error: {e}", returncode=2)
     visible = envmod.visible_gpu_count()
     device = "cuda" if visible else "cpu"
     run.measure_floor(sweeps.noise_reference(device), int(os.environ.get("BENCH_FLOOR_PROCESSES", "0")))

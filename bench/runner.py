@@ -141,6 +141,11 @@ class Run:
         check_gpus(cases, envmod.visible_gpu_count(), self.dist)
         check_nodes(cases, self.dist)
         check_data(cases)
+        self.claim()
+
+    def claim(self) -> None:
+        """The results folder (writable, with room) and this machine's lock, so that no other run of the
+        suite measures beside this one; StoreError says why not."""
         if self.stores and not self.begun:
             self.store.check_writable(self.machine, self.commit)
             self.store.lock(self.machine, f"pid {os.getpid()}, run {self.run_id}, started {_now()}")

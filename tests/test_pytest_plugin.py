@@ -62,6 +62,22 @@ def test_benchmark_only_runs_the_cases_and_records_them(tmp_path):
     assert slowed.returncode != 0 and "Performance has regressed" in slowed.stdout + slowed.stderr
 
 
+def test_a_benchmark_session_refuses_to_measure_beside_another_run(tmp_path):
+    from bench import env as envmod
+    from bench import results
+    held = results.Store(tmp_path / "r")
+    held.lock(envmod.machine_slug(envmod.collect()), "pid 1, run r-elsewhere")  # a sweep measuring here now
+    try:
+        out = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "--benchmark-only",
+                              "tests/test_benchmark_cases.py"], cwd=ROOT, capture_output=True, text=True, timeout=120,
+                             env=dict(os.environ, BENCH_SWEEPS="tiny", BENCH_RESULTS=str(tmp_path / "r")))
+    finally:
+        held.unlock()
+    assert out.returncode == 2, out.stdout + out.stderr
+    assert "another run is measuring on" in out.stdout + out.stderr and "r-elsewhere" in out.stdout + out.stderr
+    assert not list((tmp_path / "r").rglob("*.json"))  # nothing measured, nothing stored
+
+
 def test_plain_pytest_does_not_run_the_sweep():
     out = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "tests/test_benchmark_cases.py"],
                          cwd=ROOT, capture_output=True, text=True, env=dict(os.environ, BENCH_SWEEPS="tiny"), timeout=120)
