@@ -109,7 +109,6 @@ def main():
 
     for _ in range(a.warmup):
         step()
-    sync()
     # the windows run back to back as one span, synchronised at its edges only (no pause between
     # windows for a loader to catch up); each window's time comes from events on the device
     if ddp:
