@@ -13,14 +13,19 @@ steer it. A plain `pytest` skips these tests.
 """
 from __future__ import annotations
 
-import datetime
 import os
 from pathlib import Path
 
 import pytest
 
-from . import env as envmod
-from . import results, stats, sweeps
+from .core import identity, recipes, stats, sweeps
+from .core.errors import BenchError
+from .data.defaults import default_data_dir, ensure_default_data
+from .data.folder import check_size, scan
+from .harness import env as envmod
+from .harness.records import assemble, machine_peak, measure
+from .harness.run import Run, now_iso
+from .store.tree import DEFAULT_ROOT, Store
 
 
 def planned_cases() -> list[tuple[str, object]]:
@@ -29,7 +34,6 @@ def planned_cases() -> list[tuple[str, object]]:
     names = os.environ.get("BENCH_SWEEPS") or ",".join(sweeps.DEFAULT_GPU_SWEEPS if visible else ("smoke",))
     max_gpus = int(os.environ.get("BENCH_MAX_GPUS", "4")) if visible else 2
     data_dir = os.environ.get("BENCH_DATA", "")
-    from .cli import default_data_dir
     planned = []
     for name in [n.strip() for n in names.split(",") if n.strip()]:
         needs = name in sweeps.NEEDS_DATA
@@ -53,17 +57,16 @@ def bench_session(request):
     """What every benchmark test shares: the environment once, the store, one-GPU figures."""
     if not request.config.getoption("benchmark_only", False):
         pytest.skip("the benchmark sweep runs with `pytest --benchmark-only`")
-    from .runner import Run, machine_peak
-    store = results.Store(os.environ.get("BENCH_RESULTS", results.DEFAULT_ROOT))
+    store = Store(os.environ.get("BENCH_RESULTS", DEFAULT_ROOT))
     run = Run(store, processes=int(os.environ.get("BENCH_PROCESSES", "1")))
     run.manifest["sweeps"].append("pytest-benchmark")
     try:
         run.claim()  # a sweep measuring on this machine at the same time would slow both
-    except results.StoreError as e:
+    except BenchError as e:
         pytest.exit(f"error: {e}", returncode=2)
     visible = envmod.visible_gpu_count()
     device = "cuda" if visible else "cpu"
-    run.measure_floor(sweeps.noise_reference(device), int(os.environ.get("BENCH_FLOOR_PROCESSES", "0")))
+    run.measure_floor(recipes.noise_reference(device), int(os.environ.get("BENCH_FLOOR_PROCESSES", "0")))
     peak = machine_peak(store, run.env, device)
     yield {"env": run.env, "run": run, "store": store, "peak": peak, "one_gpu": {}, "visible": visible,
            "data_ready": set()}
@@ -73,13 +76,11 @@ def bench_session(request):
 def _ensure_data(case, session) -> None:
     if case.loader == "synthetic" or case.data_dir in session["data_ready"]:
         return
-    from .cli import ensure_default_data
-    from .data import DataError, check_size, scan
     if not os.environ.get("BENCH_DATA"):
         ensure_default_data(Path(case.data_dir), sweeps.images_needed([c for _, c in planned_cases()]))
     try:
         check_size(scan(case.data_dir), case)
-    except DataError as e:
+    except BenchError as e:
         pytest.fail(str(e))
     session["data_ready"].add(case.data_dir)
 
@@ -89,8 +90,15 @@ def seconds_per_image(record: dict) -> list[float]:
     return [1.0 / ips for p in record.get("processes") or [] for ips in (p.get("images_per_s_repeats") or [])]
 
 
+TESTED_WITH = "pytest-benchmark 5.3 (pinned in pyproject.toml)"
+
+
 def feed_benchmark(benchmark, values: list[float]) -> None:
-    """Give pytest-benchmark the windows' seconds per image as its rounds (in place of timing a call)."""
+    """Give pytest-benchmark the windows' seconds per image as its rounds (in place of timing a call).
+    Its public API only times calls it makes itself, so this uses two of its internals, checked here
+    against the version tested."""
+    if not hasattr(benchmark, "_make_stats"):
+        pytest.fail(f"this pytest-benchmark has no _make_stats; the front end is tested with {TESTED_WITH}")
     benchmark._mode = "windows of the suite's own measured loop"  # the fixture counts as used once
     stats = benchmark._make_stats(1)
     for v in values:
@@ -98,12 +106,11 @@ def feed_benchmark(benchmark, values: list[float]) -> None:
 
 
 def run_benchmark(benchmark, bench_sweep, bench_case, bench_session) -> dict:
-    from .runner import assemble, measure
     case = bench_case
     if case.device == "cuda" and case.gpus > bench_session["visible"]:
         pytest.skip(f"needs {case.gpus} GPU(s); {bench_session['visible']} visible")
     _ensure_data(case, bench_session)
-    started = datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")
+    started = now_iso()
     run = bench_session["run"]
     out = measure(case, run.processes, run.floor)
     record = assemble(case, out, bench_sweep, bench_session["env"], started, bench_session["peak"], run.run_id)
@@ -115,7 +122,7 @@ def run_benchmark(benchmark, bench_sweep, bench_case, bench_session) -> dict:
     info = {"status": record["status"], "reason": record["reason"], "case_id": case.case_id,
             "case": case.to_dict(), "sweep": bench_sweep}
     if record["status"] == "ok":
-        key = (case.name, case.batch_size, case.precision, case.channels_last, case.loader)
+        key = identity.knobs_key(case, ignore={"gpus"})  # the same case on one GPU
         if case.gpus == 1:
             bench_session["one_gpu"][key] = m["images_per_s"]
         one = bench_session["one_gpu"].get(key)

@@ -6,7 +6,7 @@ import pytest
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from bench.case import Case  # noqa: E402
+from bench.core.case import Case  # noqa: E402
 
 pytest_plugins = ["bench.pytest_plugin"]
 
@@ -29,6 +29,6 @@ TOKEN_PREFIX = f"test{__import__('os').getpid()}-"
 @pytest.fixture(autouse=True, scope="session")
 def own_token_prefix():
     import os
-    from bench.launch import TOKEN_PREFIX_VAR
+    from bench.harness.launch import TOKEN_PREFIX_VAR
     os.environ[TOKEN_PREFIX_VAR] = TOKEN_PREFIX
     yield

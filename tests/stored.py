@@ -2,7 +2,7 @@
 import copy
 from pathlib import Path
 
-from bench import query, results
+from bench.store import query, record
 
 FIXTURES = Path(__file__).parent / "fixtures" / "results"
 
@@ -10,7 +10,7 @@ FIXTURES = Path(__file__).parent / "fixtures" / "results"
 def current(rec: dict, half_pct: float = 1.0, run_id: str = "20260101T000000Z-aaaa", **metrics) -> dict:
     """A copy under today's schema and metric definitions, with a 95% interval of +-half_pct."""
     r = copy.deepcopy(rec)
-    r.update(schema=results.SCHEMA, definitions=dict(results.DEFINITIONS), run_id=run_id)
+    r.update(schema=record.SCHEMA, definitions=dict(record.DEFINITIONS), run_id=run_id)
     m = r["metrics"]
     m.update(metrics)
     if r["status"] == "ok":
@@ -20,7 +20,7 @@ def current(rec: dict, half_pct: float = 1.0, run_id: str = "20260101T000000Z-aa
 
 
 def fixture_dicts(upgrade: bool = True) -> list[dict]:
-    recs = results.load([FIXTURES]).records
+    recs = [r.data for r in query.load([FIXTURES])[0]]
     return [current(r) for r in recs] if upgrade else recs
 
 

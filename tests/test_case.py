@@ -2,7 +2,7 @@ import json
 
 import pytest
 
-from bench.case import Case, CaseError
+from bench.core.case import Case, CaseError
 
 
 @pytest.mark.parametrize("changes, field, accepted", [
@@ -70,7 +70,7 @@ def test_case_id_is_stable_readable_and_distinct():
 
 def test_ids_stored_before_the_new_knobs_still_name_their_case():
     # an id stored by an earlier commit for the amp sweep's fp16 + channels_last case
-    from bench import sweeps
+    from bench.core import sweeps
     case = next(c for c in sweeps.amp_sweep(1) if c.precision == "fp16" and c.channels_last)
     assert case.case_id == "amp-fp16-resnet50-single-g1-bs256-fp16-cl-synthetic-224px-cuda-2018bddf"
 
@@ -117,7 +117,7 @@ def test_knobs_that_act_are_accepted():
 
 
 def test_machine_facts_stay_out_of_case_ids():
-    from bench import sweeps
+    from bench.core import sweeps
     a = sweeps.build("loaders", 1, data_dir="/d")
     assert all(c.num_workers in (0, -1) and c.dali_threads == -1 for c in a)
     assert [c.case_id for c in a] == [c.case_id for c in sweeps.build("loaders", 1, data_dir="/d")]

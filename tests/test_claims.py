@@ -3,7 +3,8 @@ import json
 
 import pytest
 
-from bench import claims, query
+from bench.analysis import claims
+from bench.store import query
 from stored import FIXTURES, current, fixture_dicts
 
 
@@ -106,8 +107,8 @@ def test_claims_are_never_pooled_across_machines():
 
 
 def test_claims_cli_and_report_section(tmp_path, capsys):
-    from bench import report
-    from bench.cli import main
+    from bench.present import report
+    from bench.cli.main import main
     assert main(["claims", str(FIXTURES)]) == 0
     out = capsys.readouterr().out
     assert out.startswith("## 4x-nvidia-geforce-rtx-3090, commit a1b2c3d4e5f6")

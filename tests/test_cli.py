@@ -5,7 +5,7 @@ import sys
 
 import pytest
 
-from bench.cli import main
+from bench.cli.main import main
 
 ROOT = __import__("pathlib").Path(__file__).resolve().parent.parent
 
@@ -23,12 +23,33 @@ ROOT = __import__("pathlib").Path(__file__).resolve().parent.parent
     (["recommend", "--floor-processes", "1"], "error: --floor-processes=1 must be 0 (none) or >= 2"),
 ])
 def test_bad_input_is_one_line_naming_what_is_wrong(argv, needle, capsys, tmp_path):
-    with pytest.raises(SystemExit) as e:
-        main(argv + ["--results", str(tmp_path)])
-    assert e.value.code == 2
+    assert main(argv + ["--results", str(tmp_path)]) == 2
     err = capsys.readouterr().err.strip().splitlines()
-    assert needle in err[-1]
+    assert len(err) == 1 and needle in err[0]
     assert not any(tmp_path.iterdir())  # nothing ran, nothing stored
+
+
+@pytest.mark.parametrize("argv, needle", [
+    (["report", "--results", "/no/such/dir"], "error: no such results file or folder: /no/such/dir"),
+    (["claims", "/no/such/dir"], "error: no such results file or folder: /no/such/dir"),
+    (["history", "no-such-case"], "error: no stored result has a case id starting with 'no-such-case'"),
+    (["data", "check", "/no/such/dir"], "error: data folder /no/such/dir does not exist"),
+    (["compare", "20260101T000000Z-zzzz", "HEAD"], "error: '20260101T000000Z-zzzz' is neither a run id"),
+])
+def test_every_refusal_of_a_reading_command_exits_2_in_one_line(argv, needle, capsys):
+    assert main(argv) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith(needle)
+
+
+def test_an_unwritable_json_path_is_a_refusal_not_a_traceback(capsys, tmp_path):
+    blocker = tmp_path / "a-file"
+    blocker.write_text("")  # a folder cannot be made under a file, by anyone (root included)
+    code = main(["compare", "20261201T061027Z-6864", "20261201T061628Z-c0c6", "--only", "amp-fp32-*",
+                 "--json", str(blocker / "c.json")])
+    assert code == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith(f"error: --json {blocker / 'c.json'} cannot be written")
 
 
 def test_argparse_type_errors_exit_2(capsys):
@@ -41,7 +62,7 @@ def test_argparse_type_errors_exit_2(capsys):
 def test_more_gpus_than_visible_stops_before_running(tmp_path):
     out = subprocess.run([sys.executable, "-m", "bench", "sweep", "seed", "--gpus", "4", "--results", str(tmp_path)],
                          cwd=ROOT, capture_output=True, text=True, env={"CUDA_VISIBLE_DEVICES": "", "PATH": "/usr/bin:/bin"})
-    assert out.returncode != 0
+    assert out.returncode == 2
     assert "--gpus=4 asked, but this machine has 0 visible GPU(s)" in out.stderr
     assert not any(tmp_path.iterdir())
 
@@ -81,13 +102,13 @@ def test_env_prints_provenance(capsys):
     assert main(["env"]) == 0  # for a person: one fact a line, cuDNN as a version
     text = capsys.readouterr().out
     assert text.startswith("machine folder  ") and "\ntorch           " in text and "{" not in text
-    from bench.env import describe
+    from bench.harness.env import describe
     assert "cuDNN 9.24.0" in describe({**env, "cudnn": 92400})
 
 
 def test_only_keeps_the_matching_cases_of_each_sweep():
-    from bench import sweeps
-    from bench.cli import select_cases
+    from bench.core import sweeps
+    from bench.cli.flags import select_cases
     plans = [("seed", sweeps.build("seed", 2)), ("best", sweeps.build("best", 2))]
     kept = select_cases(plans, "seed-optimized-*-g2-*, best-*-g1-*")
     assert [(n, [c.name + f"/g{c.gpus}" for c in cs]) for n, cs in kept] == [
@@ -95,56 +116,62 @@ def test_only_keeps_the_matching_cases_of_each_sweep():
 
 
 def test_only_matching_nothing_stops_before_running(tmp_path, capsys):
-    with pytest.raises(SystemExit) as e:
-        main(["sweep", "smoke", "--only", "nothing-like-this*", "--results", str(tmp_path)])
-    assert "--only nothing-like-this* matches no case id of this sweep" in str(e.value)
+    assert main(["sweep", "smoke", "--only", "nothing-like-this*", "--results", str(tmp_path)]) == 2
+    assert "error: --only nothing-like-this* matches no case id of this sweep" in capsys.readouterr().err
     assert not any(tmp_path.iterdir())
 
 
 @pytest.fixture
 def stand_in_runner(monkeypatch):
     """run_cases with every case answered at once as `skipped`; returns the cases it was asked to run."""
-    from bench import runner
+    from bench.harness import records
     calls = []
 
     def fake_run(case, dist=None):
         calls.append(case)
         return {"status": "skipped", "reason": "stand-in", "wall_s": 1.0, "metrics": {}, "ranks": []}
-    monkeypatch.setattr(runner, "run_case", fake_run)
-    monkeypatch.setattr(runner, "diagnose", lambda record, peak: {})
+    monkeypatch.setattr(records, "run_case", fake_run)
+    monkeypatch.setattr(records, "diagnose", lambda record, peak: {})
     monkeypatch.setenv("BENCH_SKIP_PEAK", "1")
     return calls
 
 
 def test_a_case_two_sweeps_share_runs_once_per_invocation(tmp_path, stand_in_runner):
     """`make bench` runs seed then best; both hold the DataParallel baseline, measured once."""
-    from bench.case import Case
-    from bench.results import Store, load
-    from bench.runner import run_cases
+    from bench.core.case import Case
+    from bench.harness.run import Run, run_cases
+    from bench.store import query
+    from bench.store.tree import Store
     shared = Case(device="cpu", name="seed-baseline", strategy="dp", batch_size=2, image_size=32)
-    store, measured = Store(tmp_path), {}
-    run_cases([shared], "seed", store, measured=measured, out=io.StringIO())
-    run_cases([shared, shared.replace(name="best")], "best", store, measured=measured, out=io.StringIO())
+    measured = {}
+    with Run(Store(tmp_path), out=io.StringIO()) as run:
+        run_cases(run, [shared], "seed", measured=measured)
+        run_cases(run, [shared, shared.replace(name="best")], "best", measured=measured)
     assert [c.case_id for c in stand_in_runner] == [shared.case_id, shared.replace(name="best").case_id]
-    recs = {(r["sweep"], r["case"]["name"]): r for r in load([tmp_path]).records}
+    recs = {(r.sweep, r.case["name"]): r.data for r in query.load([tmp_path])[0]}
     assert set(recs) == {("seed", "seed-baseline"), ("best", "seed-baseline"), ("best", "best")}
     assert recs[("best", "seed-baseline")]["reused_from_sweep"] == "seed"
     assert "reused_from_sweep" not in recs[("seed", "seed-baseline")]
 
 
 def test_resume_skips_what_finished_and_retries_what_failed(tmp_path, stand_in_runner):
-    from bench.case import Case
-    from bench.results import Store
-    from bench.runner import run_cases
+    from bench.core.case import Case
+    from bench.harness.run import Run, run_cases
+    from bench.store.tree import Store
     base = Case(device="cpu", batch_size=2, image_size=32)
     cases = [base.replace(name=n) for n in ("finished", "failed", "new")]
     store = Store(tmp_path)
-    done = run_cases(cases[:2], "s", store, out=io.StringIO())
+    with Run(store, out=io.StringIO()) as run:
+        done = run_cases(run, cases[:2], "s")
     # as if a later run had finished the first and the second had timed out
-    store.save({**done[0], "status": "ok", "run_id": "later", "started_at": "2999-01-01T00:00:00+00:00"})
+    ok_metrics = dict.fromkeys(("images_per_s", "images_per_s_per_gpu", "spread_pct", "data_wait_pct",
+                                "step_time_median_s", "global_batch"), 1.0)
+    store.save({**done[0], "status": "ok", "run_id": "later", "started_at": "2999-01-01T00:00:00+00:00",
+                "metrics": ok_metrics})
     stand_in_runner.clear()
     log = io.StringIO()
-    run_cases(cases, "s", store, resume=True, out=log)
+    with Run(store, out=log) as run:
+        run_cases(run, cases, "s", resume=True)
     assert [c.name for c in stand_in_runner] == ["failed", "new"]
     text = log.getvalue()
     assert "finished-" in text and "already stored, skipped (--resume)" in text
@@ -152,12 +179,13 @@ def test_resume_skips_what_finished_and_retries_what_failed(tmp_path, stand_in_r
 
 
 def test_dry_run_lists_cases_and_their_expected_time_from_stored_ones(tmp_path, capsys):
-    from bench import env, results
-    from bench.cli import main
+    from bench.cli.main import main
+    from bench.harness import env
+    from bench.store import record, tree
     machine = env.machine_slug(env.collect())
-    store = results.Store(tmp_path)
+    store = tree.Store(tmp_path)
     # a stored `single` case that took 12 s over 2 fresh processes: 6 s a process on this machine
-    store.save({"schema": results.SCHEMA, "sweep": "smoke", "case_id": "single-x", "status": "ok", "run_id": "r1",
+    store.save({"schema": record.SCHEMA, "sweep": "smoke", "case_id": "single-x", "status": "ok", "run_id": "r1",
                 "machine": machine, "commit_folder": "abc", "wall_s": 12.0, "processes": [{}, {}],
                 "case": {"name": "single", "gpus": 1}, "metrics": {"images_per_s": 1.0, "images_per_s_per_gpu": 1.0,
                 "spread_pct": 0, "data_wait_pct": 0, "step_time_median_s": 1, "global_batch": 8}})
@@ -170,7 +198,7 @@ def test_dry_run_lists_cases_and_their_expected_time_from_stored_ones(tmp_path, 
 
 
 def test_several_sweeps_share_one_run(capsys, tmp_path):
-    from bench.cli import main
+    from bench.cli.main import main
     assert main(["sweep", "amp,loaders", "--dry-run", "--results", str(tmp_path)]) == 0
     out = capsys.readouterr().out
     assert "| amp " in out and "| loaders " in out and "15 case(s)" in out
@@ -179,8 +207,8 @@ def test_several_sweeps_share_one_run(capsys, tmp_path):
 
 def test_a_real_loader_is_judged_by_its_own_processes_not_the_synthetic_floor(monkeypatch):
     """The floor is a synthetic case's noise: one process of a loader case gets no interval from it."""
-    from bench import runner
-    from bench.case import Case
+    from bench.core.case import Case
+    from bench.harness import records
     figures = iter([1000.0, 1100.0, 1000.0, 1100.0])
 
     def fake_run(case, dist=None):
@@ -188,12 +216,12 @@ def test_a_real_loader_is_judged_by_its_own_processes_not_the_synthetic_floor(mo
         return {"status": "ok", "reason": "", "wall_s": 1.0, "ranks": [],
                 "metrics": {"images_per_s": ips, "images_per_s_per_gpu": ips, "window_rel_se": 0.0,
                             "images_per_s_repeats": [ips] * 3}}
-    monkeypatch.setattr(runner, "run_case", fake_run)
+    monkeypatch.setattr(records, "run_case", fake_run)
     floor = {"rel_sd": 0.005, "n": 3}
     synthetic = Case(device="cpu", batch_size=2, image_size=32)
     fed = synthetic.replace(loader="torch", data_dir="/data", num_workers=1)
-    assert runner.measure(synthetic, 1, floor)["metrics"]["images_per_s_ci95"] is not None
-    assert runner.measure(fed, 1, floor)["metrics"]["images_per_s_ci95"] is None
+    assert records.measure(synthetic, 1, floor)["metrics"]["images_per_s_ci95"] is not None
+    assert records.measure(fed, 1, floor)["metrics"]["images_per_s_ci95"] is None
     # two processes of the loader case, 1000 and 1100: their own spread, not the floor's 0.5%
-    lo, hi = runner.measure(fed, 2, floor)["metrics"]["images_per_s_ci95"]
+    lo, hi = records.measure(fed, 2, floor)["metrics"]["images_per_s_ci95"]
     assert hi - lo > 1000

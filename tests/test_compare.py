@@ -3,8 +3,9 @@ import shutil
 
 import pytest
 
-from bench import compare, query, results
-from bench.cli import main
+from bench.analysis import compare
+from bench.store import query, tree
+from bench.cli.main import main
 from stored import FIXTURES, current, fixture_dicts
 
 COMMIT_A, COMMIT_B = "a1b2c3d4e5f6", "b2c3d4e5f6a7"
@@ -14,7 +15,7 @@ MACHINE = "4x-nvidia-geforce-rtx-3090"
 def _store(root, commit, run_id, factor_by_gpus=None, half_pct=1.0, dirty=False, drop=(), fail=(), gpu_model=None,
            started="2026-02-01"):
     """Write the fixture cases as one run of `commit`, each figure scaled by a factor per GPU count."""
-    store = results.Store(root)
+    store = tree.Store(root)
     folder = commit + ("-dirty" if dirty else "")
     for rec in fixture_dicts():
         if rec["case"]["name"] in drop or rec["status"] != "ok":
@@ -50,6 +51,21 @@ def test_faster_slower_and_within_noise(root):
     assert by_gpus["1"]["noise_pct"] == pytest.approx(2 ** 0.5)
     assert by_gpus["2"]["verdict"] == "faster" and by_gpus["2"]["delta_pct"] == pytest.approx(10.0)
     assert by_gpus["4"]["verdict"] == "slower" and by_gpus["4"]["delta_pct"] == pytest.approx(-10.0)
+
+
+def test_a_case_measured_in_longer_windows_in_b_is_still_the_same_case(root):
+    """Cases pair by recipe and knobs (core/identity.py); how long each side measured may differ."""
+    _store(root, COMMIT_B, "20260201T000000Z-bbbb", {1: 0.90})
+    b_root = root / "4x-nvidia-geforce-rtx-3090" / COMMIT_B
+    for f in b_root.rglob("seed-baseline-*-g1-*/*.json"):
+        rec = json.loads(f.read_text())
+        rec["case"]["min_window_s"] = 2.5  # a later commit's longer windows: another case id
+        rec["case_id"] = rec["case_id"].rsplit("-", 1)[0] + "-0000beef"
+        f.write_text(json.dumps(rec))
+    rows = compare.compare(_side(root, COMMIT_A), _side(root, COMMIT_B))
+    row = next(r for r in rows if r["case"].startswith("seed-baseline-resnet50-dp-g1-"))
+    assert row["case"].endswith("-0000beef") and row["verdict"] == "slower"
+    assert not any(r["verdict"].startswith("only in") for r in rows)
 
 
 def test_gate_exit_codes_and_json(root, tmp_path, capsys):
@@ -143,5 +159,4 @@ def test_history_lists_every_run_oldest_first(root, capsys):
     lines = [ln for ln in capsys.readouterr().out.splitlines() if ln.startswith("| 2026")]
     assert [ln.split("|")[2].strip() for ln in lines] == [COMMIT_A, COMMIT_B]
     assert "498.4" in lines[0] and "448.6" in lines[1] and "20260201T000000Z-bbbb" in lines[1]
-    with pytest.raises(SystemExit):
-        main(["history", "no-such-case", "--results", str(root)])
+    assert main(["history", "no-such-case", "--results", str(root)]) == 2

@@ -5,9 +5,9 @@ import numpy
 import pytest
 import torch
 
-from bench import data
-from bench.case import Case
-from bench.context import RankContext
+from bench.data import folder as jpeg_folder, generate
+from bench.core.case import Case
+from bench.worker.context import RankContext
 
 pytestmark = pytest.mark.slow
 
@@ -15,7 +15,7 @@ pytestmark = pytest.mark.slow
 @pytest.fixture(scope="module")
 def jpegs(tmp_path_factory):
     root = tmp_path_factory.mktemp("jpegs")
-    data.make_dataset(root, 48, 4, seed=1, workers=2, echo=lambda m: None)
+    generate.make_dataset(root, 48, 4, seed=1, workers=2, echo=lambda m: None)
     return root
 
 
@@ -40,7 +40,7 @@ def test_generated_images_look_like_imagenet(jpegs):
 
 
 def test_not_white_noise():
-    img = data.render_image(0, 0).convert("L")
+    img = generate.render_image(0, 0).convert("L")
     x = torch.tensor(numpy.asarray(img), dtype=torch.float32)
     # neighbouring pixels of a photograph are strongly correlated; white noise's are not
     a, b = x[:, :-1].flatten(), x[:, 1:].flatten()
@@ -49,30 +49,30 @@ def test_not_white_noise():
 
 
 def test_generation_is_deterministic_and_resumes(tmp_path, jpegs):
-    data.make_dataset(tmp_path, 8, 4, seed=1, workers=1, echo=lambda m: None)
+    generate.make_dataset(tmp_path, 8, 4, seed=1, workers=1, echo=lambda m: None)
     digest = lambda p: hashlib.sha256(p.read_bytes()).hexdigest()  # noqa: E731
     for f in sorted(tmp_path.rglob("*.jpg")):
         assert digest(f) == digest(jpegs / f.relative_to(tmp_path))
     victim = next(tmp_path.rglob("*.jpg"))
     victim.unlink()
     before = {f: f.stat().st_mtime_ns for f in tmp_path.rglob("*.jpg")}
-    data.make_dataset(tmp_path, 8, 4, seed=1, workers=1, echo=lambda m: None)
+    generate.make_dataset(tmp_path, 8, 4, seed=1, workers=1, echo=lambda m: None)
     assert victim.exists()
     assert all(f.stat().st_mtime_ns == t for f, t in before.items())  # finished files kept
 
 
 def test_bad_folders_are_named(tmp_path):
-    with pytest.raises(data.DataError, match="does not exist; expected an ImageFolder tree"):
-        data.scan(tmp_path / "nope")
-    with pytest.raises(data.DataError, match=r"has no class sub-folders \(it is empty\)"):
-        data.scan(tmp_path)
+    with pytest.raises(jpeg_folder.DataError, match="does not exist; expected an ImageFolder tree"):
+        jpeg_folder.scan(tmp_path / "nope")
+    with pytest.raises(jpeg_folder.DataError, match=r"has no class sub-folders \(it is empty\)"):
+        jpeg_folder.scan(tmp_path)
     (tmp_path / "a.jpg").write_bytes(b"\xff\xd8\xff")
-    with pytest.raises(data.DataError, match="images lie directly in it"):
-        data.scan(tmp_path)
+    with pytest.raises(jpeg_folder.DataError, match="images lie directly in it"):
+        jpeg_folder.scan(tmp_path)
     (tmp_path / "cls").mkdir()
     (tmp_path / "cls" / "notes.txt").write_text("hi")
-    with pytest.raises(data.DataError, match=r"no JPEG files \(1 other file\(s\) skipped\)"):
-        data.scan(tmp_path)
+    with pytest.raises(jpeg_folder.DataError, match=r"no JPEG files \(1 other file\(s\) skipped\)"):
+        jpeg_folder.scan(tmp_path)
 
 
 def test_corrupt_and_non_jpeg_files_are_counted_and_skipped(tmp_path, jpegs):
@@ -82,16 +82,16 @@ def test_corrupt_and_non_jpeg_files_are_counted_and_skipped(tmp_path, jpegs):
     good[0].write_bytes(good[0].read_bytes()[:5000])  # truncated
     (good[1].parent / "readme.txt").write_text("not an image")
     (good[2].parent / "fake.jpg").write_bytes(b"PNG pretending")
-    folder = data.scan(tmp_path / "d")
+    folder = jpeg_folder.scan(tmp_path / "d")
     assert folder.count == 47 and len(folder.skipped) == 3
 
 
 def test_size_check_refuses_a_window_larger_than_the_data(jpegs):
-    folder = data.scan(jpegs)
+    folder = jpeg_folder.scan(jpegs)
     case = Case(device="cpu", strategy="ddp", gpus=2, batch_size=8, steps=4, loader="torch", data_dir=str(jpegs))
-    with pytest.raises(data.DataError, match="48 JPEGs \\(24 per rank\\) but one measured window .* reads 32 per rank; make at least 64"):
-        data.check_size(folder, case)
-    data.check_size(folder, case.replace(steps=3))
+    with pytest.raises(jpeg_folder.DataError, match="48 JPEGs \\(24 per rank\\) but one measured window .* reads 32 per rank; make at least 64"):
+        jpeg_folder.check_size(folder, case)
+    jpeg_folder.check_size(folder, case.replace(steps=3))
 
 
 def _case(jpegs, **kw):
@@ -103,7 +103,7 @@ def _case(jpegs, **kw):
 
 @pytest.mark.parametrize("channels_last", [False, True])
 def test_torch_loader_batches(jpegs, channels_last):
-    from bench.loaders.torch_loader import TorchLoader
+    from bench.worker.loaders.torch_loader import TorchLoader
     loader = TorchLoader(_case(jpegs, channels_last=channels_last, num_workers=1), RankContext())
     images, labels = next(iter(loader))
     assert images.shape == (4, 3, 32, 32) and images.dtype == torch.float32
@@ -115,7 +115,7 @@ def test_torch_loader_batches(jpegs, channels_last):
 def test_torch_loader_shards_are_disjoint_and_cover_the_data_every_epoch(jpegs):
     """One endless stream per rank: each epoch's 24 indices are that rank's shard, reshuffled."""
     import itertools
-    from bench.loaders.torch_loader import TorchLoader
+    from bench.worker.loaders.torch_loader import TorchLoader
     epochs = []
     for rank in (0, 1):
         loader = TorchLoader(_case(jpegs, strategy="ddp", gpus=2), RankContext(rank=rank, world_size=2))
@@ -129,7 +129,7 @@ def test_torch_loader_shards_are_disjoint_and_cover_the_data_every_epoch(jpegs):
 
 
 def test_torch_loader_runs_on_across_epochs_without_a_new_iterator(jpegs):
-    from bench.loaders.torch_loader import TorchLoader
+    from bench.worker.loaders.torch_loader import TorchLoader
     loader = TorchLoader(_case(jpegs, num_workers=1), RankContext())
     batches = iter(loader)
     for _ in range(48 // 4 * 2 + 1):  # two epochs and a bit, through one DataLoader iterator
@@ -141,7 +141,7 @@ def test_torch_loader_runs_on_across_epochs_without_a_new_iterator(jpegs):
 def test_data_wait_is_the_loader_own_count_when_it_keeps_one():
     """A blocking device copy waits for queued GPU work; only the wait on input producers counts."""
     import time
-    from bench.worker import Trainer
+    from bench.worker.trainer import Trainer
     trainer = Trainer(_case(None, loader="synthetic", data_dir=""), RankContext())
     images, labels = torch.randn(4, 3, 32, 32), torch.randint(0, 4, (4,))
     produced = {"s": 0.0}
@@ -159,7 +159,7 @@ def test_data_wait_is_the_loader_own_count_when_it_keeps_one():
 
 def test_dali_cpu_pipeline_batches_and_shards(jpegs):
     pytest.importorskip("nvidia.dali")
-    from bench.loaders.dali import DaliLoader, _pipeline
+    from bench.worker.loaders.dali import DaliLoader, _pipeline
     loader = DaliLoader(_case(jpegs, loader="dali", dali_device="cpu", channels_last=True), RankContext())
     images, labels = next(iter(loader))
     assert images.shape == (4, 3, 32, 32) and images.dtype == torch.float32
@@ -168,7 +168,7 @@ def test_dali_cpu_pipeline_batches_and_shards(jpegs):
     assert -3 < images.mean() < 3
     loader.close()
     # shards by global rank: with each file labelled by its own index, one epoch per rank
-    folder = data.scan(jpegs)
+    folder = jpeg_folder.scan(jpegs)
     case = _case(jpegs, loader="dali", dali_device="cpu", strategy="ddp", gpus=2)
     seen = []
     for rank in (0, 1):
@@ -183,7 +183,7 @@ def test_dali_cpu_pipeline_batches_and_shards(jpegs):
 
 def test_dali_missing_is_a_skip_with_the_install_command(jpegs, monkeypatch):
     import builtins
-    from bench import loaders
+    from bench.worker import loaders
     real_import = builtins.__import__
 
     def no_dali(name, *a, **k):
@@ -219,7 +219,7 @@ def test_dali_missing_end_to_end_is_stored_as_skipped(jpegs, tmp_path):
 
 def test_warm_up_drains_what_the_loader_prefetched(jpegs):
     """A window served from batches prefetched during start-up would overstate the loader."""
-    from bench.launch import run_case
+    from bench.harness.launch import run_case
     case = _case(jpegs, num_workers=2, prefetch_factor=3, warmup_steps=2, repeats=1, timeout_s=120.0)
     r = run_case(case)
     assert r["status"] == "ok", r
@@ -231,7 +231,7 @@ def test_warm_up_drains_what_the_loader_prefetched(jpegs):
 
 def test_torch_loader_windows_cover_whole_rounds_of_its_workers(jpegs):
     """Workers hand over whole batches in turn: a window must not end mid-round."""
-    from bench.launch import run_case
+    from bench.harness.launch import run_case
     r = run_case(_case(jpegs, num_workers=3, persistent_workers=True, steps=4, warmup_steps=2, repeats=1,
                        timeout_s=120.0))
     assert r["status"] == "ok", r
@@ -246,8 +246,8 @@ def test_torch_loader_windows_cover_whole_rounds_of_its_workers(jpegs):
 
 
 def test_window_steps_by_hand():
-    from bench.context import RankContext
-    from bench.worker import steps_per_round, window_steps
+    from bench.worker.context import RankContext
+    from bench.worker.loop import steps_per_round, window_steps
     c = Case(device="cpu", steps=5, min_window_s=2.0)
     assert window_steps(c, RankContext(), 0.1) == 20  # 2 s at 0.1 s a step
     assert window_steps(c, RankContext(), 1.0) == 5  # never fewer than `steps`

@@ -4,9 +4,9 @@ import warnings
 import pytest
 import torch.distributed as dist
 
-from bench import extra_windows, loaders
-from bench.context import from_environment
-from bench.worker import Trainer
+from bench.worker import extra_windows, loaders
+from bench.worker.context import from_environment
+from bench.worker.trainer import Trainer
 
 
 def test_counting_hook_is_installed_only_for_the_count(tiny, tmp_path, monkeypatch):

@@ -3,7 +3,9 @@ import time
 
 import pytest
 
-from bench import diagnose, flops, gpu_sampler, peak
+from bench.analysis import diagnose, flops
+from bench.harness import peak
+from bench.worker import gpu_sampler
 
 
 def _record(wait=0.0, ranks=None, precision="bf16", gpus=2, ips=9000.0, loader_only=False, stall=None):
@@ -82,7 +84,7 @@ def test_the_hosts_cores_are_named_where_a_loader_decodes_on_them():
 
 
 def test_host_cpu_shares_by_hand(tmp_path):
-    from bench import host_cpu
+    from bench.worker import host_cpu
     stat = tmp_path / "stat"
     stat.write_text("cpu  100 0 20 500 5 0 0 0 0 0\ncpu0 50 0 10 250 2 0 0 0 0 0\n")
     before = host_cpu.read(stat)
@@ -170,7 +172,7 @@ def test_mfu_of_a_cpu_case_is_taken_against_the_peak_of_its_own_precision():
 
 @pytest.mark.slow
 def test_ddp_case_reports_exposed_communication_and_harness_overhead(tiny):
-    from bench.launch import run_case
+    from bench.harness.launch import run_case
     r = run_case(tiny.replace(strategy="ddp", gpus=2, overhead_check=True, steps=3))
     assert r["status"] == "ok", r
     for rank in r["ranks"]:

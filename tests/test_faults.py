@@ -10,7 +10,9 @@ from pathlib import Path
 
 import pytest
 
-from bench import launch, results
+from bench.harness import launch, outcome
+from bench.core.errors import StoreError
+from bench.store import tree as results
 from test_launch import leftovers
 
 pytestmark = pytest.mark.slow
@@ -46,7 +48,7 @@ def _phases(launcher_pid: int) -> list[str]:
     for d in Path("/tmp").glob(launch.CASE_DIR_PREFIX + "*"):
         owner = d / launch.OWNER_FILE
         if owner.is_file() and owner.read_text() == str(launcher_pid):
-            phases += [launch.read_heartbeat(d / "ranks", r).get("phase", "") for r in (0, 1)]
+            phases += [outcome.read_heartbeat(d / "ranks", r).get("phase", "") for r in (0, 1)]
     return phases
 
 
@@ -134,14 +136,14 @@ def test_a_results_folder_that_cannot_be_written_is_refused_before_anything_runs
 def test_a_full_results_disk_is_refused_before_anything_runs(tmp_path, monkeypatch):
     import shutil
     monkeypatch.setattr(shutil, "disk_usage", lambda p: shutil._ntuple_diskusage(100, 99, 1 << 20))
-    with pytest.raises(results.StoreError, match="1 MiB free, less than the 64 MiB a run needs"):
+    with pytest.raises(StoreError, match="1 MiB free, less than the 64 MiB a run needs"):
         results.Store(tmp_path).check_writable("m", "c")
 
 
 def test_a_result_that_cannot_be_stored_after_its_measurement_goes_to_a_fallback(tmp_path, tiny, monkeypatch, capsys):
     import io
 
-    from bench import runner
+    from bench.harness.run import Run, run_cases
     monkeypatch.setenv("BENCH_SKIP_PEAK", "1")
     store = results.Store(tmp_path)
 
@@ -149,7 +151,8 @@ def test_a_result_that_cannot_be_stored_after_its_measurement_goes_to_a_fallback
         raise OSError(28, "No space left on device")
     monkeypatch.setattr(store, "save", full)
     log = io.StringIO()
-    records = runner.run_cases([tiny.replace(name="first"), tiny.replace(name="second")], "s", store, out=log)
+    with Run(store, out=log) as run:
+        records = run_cases(run, [tiny.replace(name="first"), tiny.replace(name="second")], "s")
     assert [r["status"] for r in records] == ["ok", "ok"]  # the sweep went on
     saved = [ln.rsplit(" ", 1)[1] for ln in log.getvalue().splitlines() if "could not store the result" in ln]
     assert len(saved) == 2
@@ -178,7 +181,7 @@ def test_gpus_that_do_not_divide_over_the_nodes_are_refused_before_the_sweep(tmp
 
 def test_a_jpeg_dali_cannot_decode_is_named(tmp_path):
     pytest.importorskip("nvidia.dali")
-    from bench.data import make_dataset
+    from bench.data.generate import make_dataset
     make_dataset(tmp_path / "d", 16, 2)  # every image is read in every epoch of 4 batches
     victim = sorted((tmp_path / "d").rglob("*.jpg"))[5]
     raw = bytearray(victim.read_bytes())
@@ -193,7 +196,7 @@ def test_a_jpeg_dali_cannot_decode_is_named(tmp_path):
 
 
 def test_undecodable_without_a_name_from_dali_is_found_by_pil(tmp_path):
-    from bench.loaders.dali import undecodable
+    from bench.worker.loaders.dali import undecodable
     good = tmp_path / "good.jpg"
     from PIL import Image
     Image.new("RGB", (8, 8)).save(good)

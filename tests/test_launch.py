@@ -10,8 +10,10 @@ from pathlib import Path
 
 import pytest
 
-from bench import launch, sweeps
-from bench.launch import DistArgs, run_case
+from bench.core import sweeps
+from bench.harness import launch
+from bench.harness.dist import DistArgs
+from bench.harness.launch import run_case
 
 pytestmark = pytest.mark.slow
 ROOT = Path(__file__).resolve().parent.parent
@@ -157,13 +159,14 @@ import sys
 # then keeps it ignored; a terminal's Ctrl-C reaches a process that has the default handler
 signal.signal(signal.SIGINT, signal.default_int_handler)
 sys.path.insert(0, {root!r})
-from bench.case import Case
-from bench.results import Store
-from bench.runner import run_cases
+from bench.core.case import Case
+from bench.harness.run import Run, run_cases
+from bench.store.tree import Store
 tiny = Case(device="cpu", model="resnet18", num_classes=10, batch_size=4, image_size=32,
             warmup_steps=1, steps=2, repeats=1, timeout_s=300.0)
 cases = [tiny.replace(name="first"), tiny.replace(name="stuck", fault="hang"), tiny.replace(name="third")]
-run_cases(cases, "interrupted", Store({store!r}), resume={resume})
+with Run(Store({store!r})) as run:
+    run_cases(run, cases, "interrupted", resume={resume})
 """
 
 
@@ -224,8 +227,8 @@ def test_a_case_in_fresh_processes_judged_against_the_runs_noise_floor(tmp_path)
     assert out.returncode == 0, out.stdout + out.stderr
     (path,) = tmp_path.rglob("run/*/*.json")
     rec = json.loads(path.read_text())
-    from bench import results
-    assert rec["schema"] == results.SCHEMA and rec["definitions"] == results.DEFINITIONS
+    from bench.store import record
+    assert rec["schema"] == record.SCHEMA and rec["definitions"] == record.DEFINITIONS
     assert path.stem == rec["run_id"]
     m = rec["metrics"]
     figures = [p["images_per_s"] for p in rec["processes"]]
@@ -243,8 +246,8 @@ def test_a_case_in_fresh_processes_judged_against_the_runs_noise_floor(tmp_path)
 
 
 def test_a_precision_label_that_did_not_run_fails_the_case():
-    from bench.case import Case
-    from bench.worker import LabelMismatch, check_label
+    from bench.core.case import Case
+    from bench.worker.dtype_check import LabelMismatch, check_label
     check_label(Case(precision="bf16"), {"cuda:0": "bfloat16", "cuda:1": "bfloat16"})
     with pytest.raises(LabelMismatch, match="precision=bf16 means bfloat16 logits, but {'cuda:1': 'float16'}"):
         check_label(Case(precision="bf16"), {"cuda:0": "bfloat16", "cuda:1": "float16"})

@@ -3,13 +3,14 @@ import json
 
 import pytest
 
-from bench import plan, query, results
-from bench.case import Case
+from bench.analysis import plan
+from bench.store import query, record, tree
+from bench.core.case import Case
 
 
 def _record(wall_s, windows_s, steps_per_window, settle_steps=0, name="loader-torch", status="ok"):
     """A stored case measured in len(windows_s) processes, each with one rank's windows."""
-    return {"schema": results.SCHEMA, "sweep": "loaders", "case_id": f"{name}-x", "status": status, "run_id": "r1",
+    return {"schema": record.SCHEMA, "sweep": "loaders", "case_id": f"{name}-x", "status": status, "run_id": "r1",
             "machine": "m", "commit_folder": "abc", "wall_s": wall_s, "case": {"name": name, "gpus": 1},
             "processes": [{"windows_s": [w]} for w in windows_s],
             "ranks": [{"settle_steps_run": settle_steps}],
@@ -42,9 +43,9 @@ def test_a_case_with_longer_windows_is_expected_to_take_longer():
 
 
 def test_a_runs_noise_floor_processes_give_the_floor_its_expected_time(tmp_path):
-    store = results.Store(tmp_path)
+    store = tree.Store(tmp_path)
     store.save(_record(40.0, [[1.0, 1.0, 1.0], [1.0, 1.0, 1.0]], 10, settle_steps=10))
-    manifest = store.root / "m" / "abc" / results.RUNS_DIR / "r1.json"
+    manifest = store.root / "m" / "abc" / tree.RUNS_DIR / "r1.json"
     manifest.parent.mkdir(parents=True)
     manifest.write_text(json.dumps({"noise_floor": {"process_wall_s": [7.0, 9.0, 8.0], "case": {"name": "noise-floor", "gpus": 1}},
                                     "noise_floor_end": {"process_wall_s": [8.5, 7.5], "case": {"name": "noise-floor", "gpus": 1}}}))

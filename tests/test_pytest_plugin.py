@@ -63,9 +63,9 @@ def test_benchmark_only_runs_the_cases_and_records_them(tmp_path):
 
 
 def test_a_benchmark_session_refuses_to_measure_beside_another_run(tmp_path):
-    from bench import env as envmod
-    from bench import results
-    held = results.Store(tmp_path / "r")
+    from bench.harness import env as envmod
+    from bench.store.tree import Store
+    held = Store(tmp_path / "r")
     held.lock(envmod.machine_slug(envmod.collect()), "pid 1, run r-elsewhere")  # a sweep measuring here now
     try:
         out = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "--benchmark-only",
@@ -85,7 +85,8 @@ def test_plain_pytest_does_not_run_the_sweep():
 
 
 def test_planned_cases_on_a_two_gpu_machine(monkeypatch):
-    from bench import env, pytest_plugin
+    from bench import pytest_plugin
+    from bench.harness import env
     monkeypatch.setattr(env, "visible_gpu_count", lambda: 2)
     monkeypatch.setenv("BENCH_SWEEPS", "seed,ablation")
     monkeypatch.setenv("BENCH_DATA", "/data")

@@ -7,8 +7,10 @@ from pathlib import Path
 
 import pytest
 
-from bench import recipe, recommend, sweeps
-from bench.case import CaseError
+from bench.analysis import search as recommend
+from bench.core import recipes, sweeps
+from bench.present import recipe, recommend_text
+from bench.core.case import CaseError
 
 ROOT = Path(__file__).resolve().parent.parent
 BASE = sweeps.GPU_BASE
@@ -170,7 +172,7 @@ def test_a_stored_yardstick_is_reused_not_measured_again():
 def test_render_fits_a_terminal_and_names_the_recipe():
     standin = StandIn({("optimizer_impl", "fused"): 6.0})
     out = search(standin).run(BASE, 1, with_compile=False)
-    text = recommend.render([out], 600, {1: "results/m/c/recommend/recipe_1gpu.py"})
+    text = recommend_text.render([out], 600, {1: "results/m/c/recommend/recipe_1gpu.py"})
     assert "best: single, fp16, NHWC, SGD fused, synthetic, batch 256" in text
     assert "recipe: results/m/c/recommend/recipe_1gpu.py" in text
     assert "article's baseline (dp, fp32)" in text and "| runner-up: " in text
@@ -225,8 +227,8 @@ def test_the_winner_fed_by_jpegs_is_judged_against_its_synthetic_figure_with_the
                        ("loader", "dali"): -3.0, ("loader", "torch"): -30.0})
     out = search(standin).run(BASE, 1, data_dir="/data", with_compile=False)
     assert [(c.case.loader, c.case.optimizer_impl, c.case.min_window_s) for c in out.fed] == \
-        [("dali", "fused", sweeps.LOADER_WINDOW_S), ("torch", "fused", sweeps.LOADER_WINDOW_S)]
-    text = recommend.render([out], 600, {})
+        [("dali", "fused", recipes.LOADER_WINDOW_S), ("torch", "fused", recipes.LOADER_WINDOW_S)]
+    text = recommend_text.render([out], 600, {})
     assert "97.0% of synthetic; -3.0%: slower (+-2.8%)" in text
     assert "70.0% of synthetic; -30.0%: slower (+-2.8%)" in text
     assert "| fed by JPEGs: dali (mixed decode) " in text and "| fed by JPEGs: torch DataLoader " in text

@@ -4,59 +4,73 @@ from pathlib import Path
 
 import pytest
 
-from bench import query, report, results
-from stored import fixture_dicts
+from bench.core import files
+from bench.present import article, cases, exports, report
+from bench.present import text as layout
+from bench.store import query, record, tree
+from stored import fixture_records
 
 FIXTURES = Path(__file__).parent / "fixtures" / "results"
 GOLDEN = Path(__file__).parent / "golden"
 
 
 def _record(**over):
-    rec = {"schema": results.SCHEMA, "sweep": "s", "case_id": "c1", "case": {"name": "x"}, "status": "ok",
+    rec = {"schema": record.SCHEMA, "sweep": "s", "case_id": "c1", "case": {"name": "x"}, "status": "ok",
            "machine": "m", "commit_folder": "abc", "run_id": "r1", "started_at": "2026-01-01T00:00:00+00:00"}
     rec.update(over)
     return rec
 
 
 def test_store_writes_atomically_under_machine_commit_sweep(tmp_path, monkeypatch):
-    store = results.Store(tmp_path)
-    path = store.save(_record())
+    store = tree.Store(tmp_path)
+    path = store.save(_record(status="skipped"))
     assert path == tmp_path / "m" / "abc" / "s" / "c1" / "r1.json"
-    assert json.loads(path.read_text())["schema"] == results.SCHEMA
-    assert store.stored_status("m", "abc", "s", "c1") == "ok"
-    assert store.stored_status("m", "abc", "s", "absent") is None
+    assert json.loads(path.read_text())["schema"] == record.SCHEMA
+
+    def status(case_id):
+        return query.latest_status(query.load([tmp_path])[0], "m", "abc", "s", case_id)
+    assert status("c1") == "skipped"
+    assert status("absent") is None
 
     # a run never replaces another: the same run id again is refused, a second run lands beside it
     with pytest.raises(FileExistsError):
         store.save(_record(status="error"))
     store.save(_record(status="timeout", run_id="r2", started_at="2026-01-02T00:00:00+00:00"))
-    assert json.loads(path.read_text())["status"] == "ok"
-    assert store.stored_status("m", "abc", "s", "c1") == "timeout"  # the latest run's
+    assert json.loads(path.read_text())["status"] == "skipped"
+    assert status("c1") == "timeout"  # the latest run's
 
     # a write that dies half-way leaves no file and no temporary behind
     def boom(*a, **k):
         raise OSError("disk full")
-    monkeypatch.setattr(results.json, "dump", boom)
+    monkeypatch.setattr(files.json, "dumps", boom)
     with pytest.raises(OSError):
         store.save(_record(status="error", run_id="r3"))
     assert sorted(p.name for p in path.parent.iterdir()) == ["r1.json", "r2.json"]
 
 
 def test_store_rejects_incomplete_or_unknown_status(tmp_path):
-    store = results.Store(tmp_path)
+    """The one validation: what a save refuses, a load skips with the same words."""
+    store = tree.Store(tmp_path)
     with pytest.raises(ValueError, match="lacks case_id"):
         store.save({k: v for k, v in _record().items() if k != "case_id"})
     with pytest.raises(ValueError, match="status 'fine' is not one of ok, oom, error, timeout, skipped"):
         store.save(_record(status="fine"))
+    with pytest.raises(ValueError, match="lacks metrics.images_per_s, metrics.images_per_s_per_gpu"):
+        store.save(_record(status="ok"))  # an ok record carries its figures
+    with pytest.raises(ValueError, match="not a result of schema 2"):
+        store.save(_record(schema=1))  # only today's schema is written
+    bad = tmp_path / "bad.json"
+    bad.write_text(json.dumps(_record(status="fine")))
+    assert query.load([bad]) == ([], [f"{bad}: status 'fine' is not one of ok, oom, error, timeout, skipped"])
 
 
 def test_commit_folder_marks_dirty_trees():
-    assert results.commit_folder({"commit": "0123456789abcdef", "dirty": False}) == "0123456789ab"
-    assert results.commit_folder({"commit": "0123456789abcdef", "dirty": True}) == "0123456789ab-dirty"
+    assert tree.commit_folder({"commit": "0123456789abcdef", "dirty": False}) == "0123456789ab"
+    assert tree.commit_folder({"commit": "0123456789abcdef", "dirty": True}) == "0123456789ab-dirty"
 
 
 def test_bench_commit_wins_over_the_git_of_a_copied_tree(monkeypatch):
-    from bench import env
+    from bench.harness import env
     monkeypatch.delenv("BENCH_COMMIT", raising=False)
     assert env.git_info()["commit_source"] == "git"  # this checkout has .git
     monkeypatch.setenv("BENCH_COMMIT", "e7f7ea4721d5")
@@ -72,12 +86,12 @@ def test_corrupt_and_foreign_files_are_reported_and_skipped(tmp_path, capsys):
     saved = sweep.parent / "pytest-benchmark" / "Linux-CPython-3.12-64bit"
     saved.mkdir(parents=True)
     (saved / "0001_abc.json").write_text('{"benchmarks": []}')  # pytest-benchmark's own runs: not ours, not a problem
-    loaded = results.load([tmp_path / "r"])
-    assert len(loaded.records) == 7
-    assert len(loaded.problems) == 2
-    assert any("broken.json: unreadable" in p for p in loaded.problems)
-    assert any("other.json: not a result of schema 1 or 2" in p for p in loaded.problems)
-    from bench.cli import main
+    records, problems = query.load([tmp_path / "r"])
+    assert len(records) == 7
+    assert len(problems) == 2
+    assert any("broken.json: unreadable" in p for p in problems)
+    assert any("other.json: not a result of schema 1 or 2" in p for p in problems)
+    from bench.cli.main import main
     assert main(["report", str(tmp_path / "r")]) == 0
     out = capsys.readouterr()
     assert "warning: skipped" in out.err and "broken.json" in out.err
@@ -87,19 +101,21 @@ def test_corrupt_and_foreign_files_are_reported_and_skipped(tmp_path, capsys):
 
 @pytest.mark.parametrize("lang", ["en", "zh"])
 def test_seed_table_matches_golden(lang):
-    recs = fixture_dicts()
-    assert report.seed_table(recs, lang) + "\n" == (GOLDEN / f"seed_{lang}.md").read_text()
+    recs = fixture_records()
+    assert article.seed_table(recs, lang) + "\n" == (GOLDEN / f"seed_{lang}.md").read_text()
 
 
 def test_full_table_and_csv_match_golden(tmp_path):
-    recs = fixture_dicts()
-    assert report.full_table(recs) + "\n" == (GOLDEN / "full.md").read_text()
-    report.seed_frame(recs, "en").to_csv(tmp_path / "seed.csv", index=False)
-    assert (tmp_path / "seed.csv").read_text() == (GOLDEN / "seed_en.csv").read_text()
+    recs = fixture_records()
+    assert cases.full_table(recs) + "\n" == (GOLDEN / "full.md").read_text()
+    seed, every = exports.write_csv(recs, tmp_path / "seed.csv", "en")
+    assert seed.read_text() == (GOLDEN / "seed_en.csv").read_text()
+    lines = every.read_text().splitlines()
+    assert lines[0].startswith("sweep,case,case id,GPUs,") and len(lines) == 1 + len(recs)
 
 
 def test_seed_rows_reproduce_the_articles_figures():
-    rows = report.seed_rows(results.load([FIXTURES]).records)
+    rows = article.seed_rows(query.load([FIXTURES])[0])
     assert [r[:5] for r in rows] == [
         [1, 256, "183.2", "190.0", "3.7%"],
         [2, 512, "312.7", "347.5", "11.1%"],
@@ -118,9 +134,9 @@ def test_a_record_missing_a_field_is_named_and_skipped(tmp_path, capsys):
     rec = json.loads(victim.read_text())
     del rec["metrics"]["images_per_s"]
     victim.write_text(json.dumps(rec))
-    loaded = results.load([tmp_path / "r"])
-    assert len(loaded.records) == 6 and loaded.problems == [f"{victim}: lacks metrics.images_per_s"]
-    from bench.cli import main
+    records, problems = query.load([tmp_path / "r"])
+    assert len(records) == 6 and problems == [f"{victim}: lacks metrics.images_per_s"]
+    from bench.cli.main import main
     for argv in (["report", str(tmp_path / "r"), "--no-files"], ["claims", str(tmp_path / "r")],
                  ["history", "seed-", "--results", str(tmp_path / "r")],
                  ["compare", "a1b2c3d4e5f6", "a1b2c3d4e5f6", "--results", str(tmp_path / "r")]):
@@ -129,7 +145,7 @@ def test_a_record_missing_a_field_is_named_and_skipped(tmp_path, capsys):
 
 
 def test_report_says_which_runs_it_used_and_labels_old_definitions():
-    text = report.render([query.wrap(r) for r in results.load([FIXTURES]).records])
+    text = report.render(query.load([FIXTURES])[0])
     assert "\nruns used: the latest run of each case (schema1-" in text
     assert "7 record(s) were made under an older metric definition: shown (marked *), left out of verdicts" in text
     assert "| seed-baseline [batch_size=256]* " in text and "* older metric definition" in text
@@ -138,18 +154,18 @@ def test_report_says_which_runs_it_used_and_labels_old_definitions():
 def test_machine_peak_file_is_not_a_result(tmp_path):
     shutil.copytree(FIXTURES, tmp_path / "r")
     (tmp_path / "r" / "4x-nvidia-geforce-rtx-3090" / "peak.json").write_text('{"flops_per_s": {}}')
-    loaded = results.load([tmp_path / "r"])
-    assert len(loaded.records) == 7 and loaded.problems == []
+    records, problems = query.load([tmp_path / "r"])
+    assert len(records) == 7 and problems == []
 
 
 @pytest.mark.parametrize("lang", ["en", "zh"])
 def test_the_default_report_fits_a_terminal_with_the_articles_table_first(lang):
     """On the fixtures and on every committed result: no line over 120 columns (a Chinese character
     takes two), the article's table within 100, and it comes first in every machine's section."""
-    recs = query.load([FIXTURES, results.DEFAULT_ROOT])[0]
+    recs = query.load([FIXTURES, tree.DEFAULT_ROOT])[0]
     text = report.render(recs, lang)
     lines = text.splitlines()
-    assert max(report.display_width(ln) for ln in lines) <= 120
+    assert max(layout.display_width(ln) for ln in lines) <= 120
     sections = text.split("\n# ")
     assert len(sections) == len({(r.machine, r.commit) for r in recs}) >= 4  # machines and commits never mixed
     seed_cols = report.i18n.t(lang, "seed_cols")
@@ -163,14 +179,14 @@ def test_the_default_report_fits_a_terminal_with_the_articles_table_first(lang):
             table.append(ln)
         if table:
             assert [c.strip() for c in table[0].strip("|").split("|")] == seed_cols
-            assert max(report.display_width(ln) for ln in table) <= 100
+            assert max(layout.display_width(ln) for ln in table) <= 100
     rtx = next(s for s in sections if "4x-nvidia-geforce-rtx-3090" in s.splitlines()[0])
     row = next(ln for ln in rtx.splitlines() if ln.replace(" ", "").startswith("|4|1,024|"))
     assert [c.strip() for c in row.strip("|").split("|")] == ["4", "1,024", "498.4", "698.3", "+40.1%"]
 
 
 def test_a_missing_cell_of_the_articles_table_says_why():
-    recs = [query.wrap(r) for r in results.load([FIXTURES]).records]
+    recs = query.load([FIXTURES])[0]
     ok_4 = next(r for r in recs if r.data["case"]["gpus"] == 4 and r.data["case"]["name"] == "seed-baseline" and r.ok)
     failed = query.wrap({**ok_4.data, "status": "timeout", "reason": "no result within timeout_s=600", "metrics": {},
                          "started_at": "2026-02-01T00:00:00+00:00", "run_id": "later"})
@@ -182,3 +198,12 @@ def test_a_missing_cell_of_the_articles_table_says_why():
     assert "- 4 GPU(s), baseline: not run: needs 4 GPUs" not in report.render(cpu, "en")  # the fixture had 4 GPUs
     two = [query.wrap({**r.data, "env": {**r.data["env"], "gpu_count": 2}}) for r in cpu]
     assert "- 4 GPU(s), baseline: not run: needs 4 GPUs" in report.render(two, "en")
+
+
+def test_the_one_atomic_write_never_replaces_a_record_and_leaves_no_temporary(tmp_path):
+    path = tmp_path / "a" / "r.json"
+    files.write_json_atomic(path, {"x": 1}, replace=False)
+    with pytest.raises(FileExistsError):
+        files.write_json_atomic(path, {"x": 2}, replace=False)
+    files.write_json_atomic(path, {"x": 3})  # a manifest is rewritten as its run goes on
+    assert json.loads(path.read_text()) == {"x": 3} and [p.name for p in path.parent.iterdir()] == ["r.json"]

@@ -6,8 +6,8 @@ import time
 
 import torch
 
-from bench import loaders, worker
-from bench.context import RankContext
+from bench.worker import loaders, loop as worker
+from bench.worker.context import RankContext
 
 PRODUCE_S = 0.08  # one batch per 80 ms: slower than the model, so the loader sets the pace
 QUEUE_DEPTH = 8

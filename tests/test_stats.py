@@ -1,6 +1,6 @@
 import pytest
 
-from bench import stats
+from bench.core import stats
 
 
 def test_slowest_rank_decides():
@@ -48,8 +48,21 @@ def test_efficiency_and_improvement_by_hand():
         stats.improvement_pct(0, 1)
 
 
-def test_t_quantiles():
-    assert stats.t975(1) == 12.706 and stats.t975(2) == 4.303 and stats.t975(11) == 2.228
+# two-sided 95% points of Student's t as published tables give them (4 decimals)
+KNOWN_T975 = {1: 12.7062, 2: 4.3027, 3: 3.1824, 5: 2.5706, 6: 2.4469, 10: 2.2281, 11: 2.2010, 15: 2.1314,
+              20: 2.0860, 29: 2.0452, 30: 2.0423, 31: 2.0395, 40: 2.0211, 45: 2.0141, 59: 2.0010, 60: 2.0003,
+              100: 1.9840, 120: 1.9799, 1000: 1.9623}
+
+
+@pytest.mark.parametrize("df, t", sorted(KNOWN_T975.items()))
+def test_t_quantiles_are_exact_at_every_df(df, t):
+    # the old sparse table gave df 11 the value of df 10 (2.228) and df 31-59 that of df 30 (2.042)
+    assert stats.t975(df) == pytest.approx(t, abs=5e-5)
+
+
+def test_t_quantiles_fall_steadily_to_the_normal_point():
+    values = [stats.t975(df) for df in range(1, 400)]
+    assert all(a > b for a, b in zip(values, values[1:])) and values[-1] > 1.95996
     with pytest.raises(ValueError):
         stats.t975(0)
 
@@ -62,31 +75,31 @@ def test_noise_floor_by_hand():
 
 
 def test_ci95_from_the_floor_alone():
-    # one process at 1000 images/s, floor sd 1% over 3 processes (df 2, t 4.303), no window noise:
-    # half-width = 4.303 x sqrt(0.01^2 / 1) x 1000 = 43.03
+    # one process at 1000 images/s, floor sd 1% over 3 processes (df 2, t 4.3027), no window noise:
+    # half-width = 4.3027 x sqrt(0.01^2 / 1) x 1000 = 43.027
     floor = {"rel_sd": 0.01, "n": 3}
-    assert stats.ci95([1000.0], [0.0], floor) == pytest.approx([956.97, 1043.03])
-    # window noise adds: sqrt(0.01^2 + 0.02^2) = 0.02236 -> 96.22
-    assert stats.ci95([1000.0], [0.02], floor) == pytest.approx([1000 - 96.22, 1000 + 96.22], abs=0.01)
+    assert stats.ci95([1000.0], [0.0], floor) == pytest.approx([956.973, 1043.027])
+    # window noise adds: 4.3027 x sqrt(0.01^2 + 0.02^2) x 1000 = 96.21
+    assert stats.ci95([1000.0], [0.02], floor) == pytest.approx([1000 - 96.21, 1000 + 96.21], abs=0.01)
 
 
 def test_ci95_weighs_many_windows_by_their_own_degrees_of_freedom():
     # floor sd 1% over 3 processes (variance 1e-4, df 2); one process of 6 windows, se 2% (4e-4, df 5):
-    # Welch-Satterthwaite df = (5e-4)^2 / (1e-8 / 2 + 1.6e-7 / 5) = 6.76 -> 6, t = 2.447
+    # Welch-Satterthwaite df = (5e-4)^2 / (1e-8 / 2 + 1.6e-7 / 5) = 6.76 -> 6, t = 2.4469
     floor = {"rel_sd": 0.01, "n": 3}
-    half = 2.447 * (5e-4) ** 0.5 * 1000
+    half = 2.4469 * (5e-4) ** 0.5 * 1000
     assert stats.ci95([1000.0], [0.02], floor, [6]) == pytest.approx([1000 - half, 1000 + half])
-    # three windows (df 2) add little certainty: df = 2.5e-7 / (5e-9 + 8e-8) = 2.94 -> 2, t = 4.303
-    half = 4.303 * (5e-4) ** 0.5 * 1000
+    # three windows (df 2) add little certainty: df = 2.5e-7 / (5e-9 + 8e-8) = 2.94 -> 2, t = 4.3027
+    half = 4.3027 * (5e-4) ** 0.5 * 1000
     assert stats.ci95([1000.0], [0.02], floor, [3]) == pytest.approx([1000 - half, 1000 + half])
     assert stats.satterthwaite_df([(1e-4, 2), (0.0, 5)]) == 2
 
 
 def test_ci95_pools_the_floor_with_the_cases_own_processes():
     # K=3 at 990, 1000, 1010 (sd 1%, df 2) and a floor of sd 2% over 4 processes (df 3):
-    # pooled = (3 x 0.0004 + 2 x 0.0001) / 5 = 0.00028; t(5) = 2.571; half = 2.571 x sqrt(0.00028 / 3) x 1000
+    # pooled = (3 x 0.0004 + 2 x 0.0001) / 5 = 0.00028; t(5) = 2.5706; half = 2.5706 x sqrt(0.00028 / 3) x 1000
     lo, hi = stats.ci95([990.0, 1000.0, 1010.0], [0.0, 0.0, 0.0], {"rel_sd": 0.02, "n": 4})
-    half = 2.571 * (0.00028 / 3) ** 0.5 * 1000
+    half = 2.5706 * (0.00028 / 3) ** 0.5 * 1000
     assert (lo, hi) == pytest.approx((1000 - half, 1000 + half))
 
 
@@ -102,4 +115,4 @@ def test_combine_processes_takes_the_median_process():
     assert m["images_per_s"] == 1000.0 and m["images_per_s_per_gpu"] == 500.0 and m["tag"] == "c"
     assert m["images_per_s_processes"] == [1010.0, 990.0, 1000.0] and m["processes"] == 3
     lo, hi = m["images_per_s_ci95"]
-    assert lo < 990 < 1010 < hi  # t(2) = 4.303 x 1% / sqrt(3) = 2.5%
+    assert lo < 990 < 1010 < hi  # t(2) = 4.3027 x 1% / sqrt(3) = 2.5%

@@ -4,7 +4,9 @@ from pathlib import Path
 
 import pytest
 
-from bench import plots, query, report, sweeps
+from bench.core import recipes, sweeps
+from bench.present import plots, report
+from bench.store import query
 
 FIXTURES = Path(__file__).parent / "fixtures" / "results"
 
@@ -55,7 +57,7 @@ def test_loaders_sweep_pairs_each_loader_with_its_ceiling():
     assert {c.precision for c in cases if c.loader_only} == {"fp32"}
     assert {c.precision for c in cases if not c.loader_only} == {"bf16"}
     # windows are bounded by time; a real loader's are longer (workers hand over whole batches, DALI swings)
-    assert {(c.min_window_s, c.repeats) for c in cases if c.loader != "synthetic"} == {(sweeps.LOADER_WINDOW_S, sweeps.LOADER_WINDOWS)}
+    assert {(c.min_window_s, c.repeats) for c in cases if c.loader != "synthetic"} == {(recipes.LOADER_WINDOW_S, recipes.LOADER_WINDOWS)}
     assert {c.min_window_s for c in cases if c.loader == "synthetic"} == {2.0}
     # workers and threads are the machine's cores per rank, resolved when a case runs: never in the case id
     assert {c.num_workers for c in cases if c.loader == "torch"} == {-1}

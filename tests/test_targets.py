@@ -1,12 +1,18 @@
 import pytest
 
-from bench import sweeps, targets
+from bench.analysis import targets
+from bench.core import sweeps
+from bench.store import query
 
 
 def _rec(name, gpus, ips, spread=0.01, **extra):
-    return {"status": "ok", "case": {"name": name, "gpus": gpus}, "ranks": extra.pop("ranks", []),
-            "metrics": {"images_per_s": ips, "images_per_s_max": ips * (1 + spread), "first_step_s": 40.0},
-            "diagnosis": {"verdict": "compute-bound"}, **extra}
+    metrics = {"images_per_s": ips, "images_per_s_max": ips * (1 + spread), "first_step_s": 40.0,
+               "images_per_s_per_gpu": ips / gpus, "spread_pct": spread, "data_wait_pct": 0.0,
+               "step_time_median_s": 0.1, "global_batch": 256 * gpus}
+    return query.wrap({"schema": 2, "run_id": "r", "sweep": "targets", "case_id": f"{name}-g{gpus}", "machine": "m",
+                       "commit_folder": "c", "status": "ok", "case": {"name": name, "gpus": gpus},
+                       "ranks": extra.pop("ranks", []), "metrics": metrics, "diagnosis": {"verdict": "compute-bound"},
+                       **extra})
 
 
 def test_targets_read_from_the_targets_sweep():

@@ -1,0 +1,191 @@
+"""The two articles' concrete claims, as data: each names the cases that test it and how its
+effect is read from stored results. `python -m bench claims` and REPORT.md render the verdicts.
+
+Article 1: the Chinese article on maximising GPU utilisation in distributed training (DataLoader
+knobs, gradient accumulation, non-blocking copies). Article 2: the Chinese article on PyTorch 2.x
+DataParallel on 4 GPUs (its table, three DataParallel configurations, AMP, DALI, NCCL settings).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from ..core import verdicts
+from ..core.identity import differing_fields
+from ..core.verdicts import CANNOT, FAILS, HOLDS, INCONCLUSIVE
+from ..store import query
+
+TORCH_LOADER_KNOBS = ("num_workers", "pin_memory", "non_blocking", "persistent_workers", "prefetch_factor")
+DALI_KNOBS = ("dali_device", "dali_threads", "hw_decoder_load")
+DP_KNOBS = ("dp_device_selection", "dp_output_device", "dp_loss_in_forward")
+
+
+@dataclass(frozen=True)
+class Claim:
+    id: str
+    source: str
+    claim: str
+    """The claim in this project's own words."""
+    change: tuple = ()
+    """(before recipe, after recipe) pairs to try in order; the first pair stored at one GPU count wins."""
+    knobs: tuple | None = ()
+    """The case fields the claim is about: a pair may differ in these (and in how long it was
+    measured), in nothing else. None: any (the seed table compares whole configurations)."""
+    sweep_hint: str = ""
+    kind: str = "faster"
+    """`faster`: after beats before beyond noise; `fewer-allreduces`; `table`: the seed table."""
+    extra: dict = field(default_factory=dict)
+    min_gpus: int = 1
+    """Claims about balancing or communicating between GPUs say nothing on one GPU."""
+
+
+def _ablation(i_before: int, before: str, i_after: int, after: str) -> tuple:
+    return (f"ablation-{i_before:02d}-{before}", f"ablation-{i_after:02d}-{after}")
+
+
+CLAIMS = [
+    Claim("workers", "article 1, section 2", "More DataLoader worker processes (about the core count) speed up input.",
+          (_ablation(0, "baseline", 1, "num-workers"),), ("num_workers", "persistent_workers"), "ablation"),
+    Claim("pin-memory", "article 1, section 2", "pin_memory=True makes host-to-GPU copies faster.",
+          (_ablation(1, "num-workers", 2, "pin-memory"),), ("pin_memory",), "ablation"),
+    Claim("non-blocking", "article 1, section 4", "non_blocking=True copies overlap with compute and speed training up.",
+          (_ablation(2, "pin-memory", 3, "non-blocking"),), ("non_blocking",), "ablation"),
+    Claim("accumulation-fewer-allreduces", "article 1, section 3",
+          "Its gradient-accumulation loop all-reduces once per K micro-batches instead of every micro-batch.",
+          (("ddp-accumulate-article", "ddp-accumulate-no_sync"),), ("accumulation_mode",), "strategies",
+          kind="fewer-allreduces", min_gpus=2),
+    Claim("accumulation-faster", "article 1, section 3",
+          "Gradient accumulation hides communication and so raises throughput.",
+          (("ddp", "ddp-accumulate-article"), ("ddp", "ddp-accumulate-no_sync")),
+          ("accumulation_steps", "accumulation_mode"), "strategies", min_gpus=2),
+    Claim("dp-free-memory", "article 2, section 3.1", "Choosing DataParallel's GPUs by free memory helps.",
+          (_ablation(3, "non-blocking", 4, "dp-free-memory-gpus"),), ("dp_device_selection",), "ablation", min_gpus=2),
+    Claim("dp-output-device", "article 2, section 3.2", "Gathering outputs on a less loaded GPU balances DataParallel.",
+          (_ablation(4, "dp-free-memory-gpus", 5, "dp-output-device"),), ("dp_output_device",), "ablation", min_gpus=2),
+    Claim("dp-loss-in-forward", "article 2, section 3.3",
+          "Computing the loss inside forward (only scalars gathered) speeds DataParallel up.",
+          (_ablation(5, "dp-output-device", 6, "dp-loss-in-forward"),), ("dp_loss_in_forward",), "ablation", min_gpus=2),
+    Claim("amp", "article 2, section 4.1", "Mixed precision (AMP with a GradScaler) speeds training up.",
+          (_ablation(6, "dp-loss-in-forward", 7, "amp-fp16"), ("amp-fp32", "amp-fp16")), ("precision",), "ablation or amp"),
+    Claim("dali", "article 2, section 4.2", "NVIDIA DALI speeds up data loading and so training.",
+          (_ablation(10, "cudnn-benchmark", 11, "dali-mixed"), ("loader-torch", "loader-dali-mixed")),
+          ("loader", *TORCH_LOADER_KNOBS, *DALI_KNOBS), "ablation or loaders"),
+    Claim("nccl-settings", "article 2, section 4.3", "Its NCCL settings (IB disabled, debug at WARN) improve communication.",
+          (_ablation(11, "dali-mixed", 12, "nccl-article-settings"),), ("nccl_env",), "ablation", min_gpus=2),
+    Claim("ddp-over-dp", "article 2, closing section", "DistributedDataParallel scales better than DataParallel.",
+          (_ablation(7, "amp-fp16", 8, "ddp"), ("scaling-dp", "scaling-ddp")), ("strategy", "cudnn_benchmark", *DP_KNOBS),
+          "ablation or scaling", min_gpus=2),
+    Claim("seed-table", "article 2, section 2",
+          "On 4x RTX 3090 the optimized DataParallel set-up beats the baseline by 11.1% on 2 GPUs and 40.1% on 4.",
+          (("seed-baseline", "seed-optimized"),), None, "seed", kind="table",
+          extra={"published_pct": {2: 11.1, 4: 40.1}}),
+]
+
+
+def _usable(records: list[query.Record], include_old: bool) -> list[query.Record]:
+    """Latest ok run of each case, under today's metric definitions unless older ones are asked for."""
+    return [r for r in query.latest(records) if r.ok and (include_old or r.current)
+            and not r.case.get("loader_only") and not r.slowed_pct]
+
+
+def find_pair(claim: Claim, records: list[query.Record], min_gpus: int = 1):
+    """(before, after, None), or (None, None, why not): the first listed pair of recipes stored at a common
+    GPU count (most GPUs first) whose cases differ only in the claim's knobs."""
+    refused = []
+    for before, after in claim.change:
+        found = []
+        for a in records:
+            for b in records:
+                ca, cb = a.case, b.case
+                if ca["name"] != before or cb["name"] != after or ca["gpus"] != cb["gpus"] or ca["gpus"] < min_gpus:
+                    continue
+                extra = differing_fields(ca, cb) - set(claim.knobs or ())
+                if claim.knobs is not None and extra:
+                    refused.append(f"{before} -> {after} at {ca['gpus']} GPU(s) also differ in {', '.join(sorted(extra))}")
+                    continue
+                found.append((a, b))
+        if found:
+            a, b = max(found, key=lambda p: p[0].case["gpus"])
+            return a, b, None
+    return None, None, "; ".join(sorted(set(refused))[:2])
+
+
+def evaluate(claim: Claim, records: list[query.Record], include_old: bool = False) -> dict:
+    """One claim on one machine's records: verdict, effect and the evidence naming both files."""
+    usable = _usable(records, include_old)
+    if claim.kind == "table":
+        return _evaluate_table(claim, usable)
+    a, b, refused = find_pair(claim, usable, claim.min_gpus)
+    if a is None:
+        fewer = find_pair(claim, usable)[0] is not None
+        why = (f"it needs {claim.min_gpus} or more GPUs and only fewer are stored" if fewer and claim.min_gpus > 1
+               else f"no pair differing only in {', '.join(claim.knobs)} ({refused})" if refused else "no stored pair")
+        return {"verdict": CANNOT, "effect": "-", "evidence": f"{why}; run the {claim.sweep_hint} sweep"
+                + (f" on {claim.min_gpus} or more GPUs" if claim.min_gpus > 1 else ""), "files": []}
+    ca, cb = a.case, b.case
+    where = f"{ca['gpus']} GPU(s), {ca['name']} -> {cb['name']}"
+    files = [a.path, b.path]
+    if claim.kind == "fewer-allreduces":
+        na, nb = a.metrics.get("allreduce_calls_per_step"), b.metrics.get("allreduce_calls_per_step")
+        if na is None or nb is None:
+            return {"verdict": CANNOT, "effect": "-", "evidence": "no all-reduce count stored", "files": files}
+        held = na <= nb  # a count, not a timing: exact, no noise to weigh
+        return {"verdict": HOLDS if held else FAILS, "effect": f"{na:g} vs {nb:g} all-reduces per step",
+                "evidence": f"{where}: the article's loop ran {na:g} bucket all-reduces per optimizer step over "
+                            f"{ca['accumulation_steps']} micro-batches; with no_sync() {nb:g}", "files": files}
+    c = _judge(a, b, include_old)
+    text = (f"{where}: {a.images_per_s:,.0f} -> {b.images_per_s:,.0f} images/s, "
+            f"{verdicts.noise_text(c)}")
+    return {"verdict": verdicts.claim_verdict(c["delta_pct"], c["noise_pct"]), "effect": f"{c['delta_pct']:+.1f}%",
+            "evidence": text, "files": files}
+
+
+def _judge(a: query.Record, b: query.Record, include_old: bool) -> dict:
+    return verdicts.compare_metrics(a.metrics, b.metrics, include_old)
+
+
+def _evaluate_table(claim: Claim, records: list[query.Record]) -> dict:
+    parts, judged, files = [], [], []
+    names = ("seed-baseline", "seed-optimized")
+    batch = query.article_batch(records, names)  # the same per-GPU batch as the report's seed table
+    for gpus, published in sorted(claim.extra["published_pct"].items()):
+        pick = {name: next((r for r in records if r.case["name"] == name and r.case["gpus"] == gpus
+                            and r.case["batch_size"] == batch), None) for name in names}
+        a, b = pick["seed-baseline"], pick["seed-optimized"]
+        if not (a and b):
+            parts.append(f"{gpus} GPUs: not stored")
+            continue
+        c = _judge(a, b, False)
+        judged.append(verdicts.claim_verdict(c["delta_pct"], c["noise_pct"]))
+        files += [a.path, b.path]
+        parts.append(f"{gpus} GPUs: {c['delta_pct']:+.1f}% measured ({verdicts.noise_text(c)}) against +{published}% published")
+    if not judged:
+        return {"verdict": CANNOT, "effect": "-", "files": [],
+                "evidence": "; ".join(parts) + " (run the seed sweep; 4 GPUs need a 4-GPU machine)"}
+    verdict = HOLDS if all(v == HOLDS for v in judged) else FAILS if FAILS in judged else INCONCLUSIVE
+    return {"verdict": verdict, "effect": parts[-1].split(": ", 1)[1].split(" measured")[0], "files": files,
+            "evidence": "; ".join(parts) + " (direction judged against noise; hardware differs from the article's)"}
+
+
+def evaluations(records: list[query.Record], include_old: bool = False) -> list[tuple[Claim, dict]]:
+    """Every claim judged on the records of ONE machine and commit (never pooled across machines)."""
+    machines = {r.machine for r in records}
+    if len(machines) > 1:
+        raise ValueError(f"claims are judged per machine; got records of {', '.join(sorted(machines))}")
+    return [(c, evaluate(c, records, include_old)) for c in CLAIMS]
+
+
+def table(records: list[query.Record], include_old: bool = False,
+          evals: list[tuple[Claim, dict]] | None = None) -> list[list]:
+    """One row per claim; `evals` reuses evaluations already made."""
+    return [[c.id, c.source, c.claim, e["verdict"], e["effect"], e["evidence"]]
+            for c, e in (evals if evals is not None else evaluations(records, include_old))]
+
+
+def files_compared(evals: list[tuple[Claim, dict]], root: str = "") -> list[str]:
+    """One line per judged claim naming the two (or more) result files it compared."""
+    def short(path: str) -> str:
+        return path[len(root):].lstrip("/") if root and path.startswith(root) else path
+    return [f"{c.id}: " + " -> ".join(short(f) for f in e["files"]) for c, e in evals if e.get("files")]
+
+
+HEADERS = ["claim", "source", "what it says", "verdict", "effect", "evidence"]

@@ -1,0 +1,72 @@
+"""What a case is expected to cost here: the times this machine's stored results took for the same
+recipe, their windows rescaled to the case's window settings (never a guess: a recipe with no stored
+time on this machine has none). `sweep --dry-run`, the sweep's time left and the recommend budget use it."""
+from __future__ import annotations
+
+import statistics
+
+from ..core.case import Case
+from ..store import query
+
+
+def seconds_per_process(result: dict) -> float:
+    """A case's wall time over the fresh processes it ran in (a record or a launcher's result)."""
+    return (result.get("wall_s") or 0.0) / max(1, len(result.get("processes") or []))
+
+
+def _parts(d: dict) -> tuple[float, float | None]:
+    """One stored result's seconds per process split into what does not depend on the window
+    settings (start-up, compilation, warm-up, extra windows) and its seconds per step, so a case whose
+    windows are now longer or more is expected to take that much longer. A record without its windows
+    (a failure, an old schema) gives its whole time, and no step time."""
+    per_process = seconds_per_process(d)
+    m, procs = d.get("metrics") or {}, d.get("processes") or []
+    steps = m.get("steps_per_window")
+    spans = [max(sum(w) for w in p["windows_s"]) for p in procs if p.get("windows_s") and all(p["windows_s"])]
+    if d.get("status") != "ok" or not steps or len(spans) != len(procs):
+        return per_process, None
+    windows = len(m.get("images_per_s_repeats") or []) or 1
+    span_s = statistics.fmean(spans)
+    step_s = span_s / (steps * windows)
+    settle = max((r.get("settle_steps_run") or 0 for r in d.get("ranks") or []), default=0)
+    return max(0.0, per_process - span_s - settle * step_s), step_s
+
+
+def per_process_times(records: list[query.Record]) -> dict:
+    """By (recipe name, GPUs), from stored records of any commit and the noise floors of their runs:
+    the median seconds a fresh process spent outside its windows, and the median seconds per step
+    (None where no stored record kept its windows). `expected_s` turns them into one case's time."""
+    parts: dict = {}
+    for r in records:
+        d = r.data
+        if d.get("wall_s") and r.status in ("ok", "oom", "error", "timeout"):
+            parts.setdefault((d["case"]["name"], d["case"]["gpus"]), []).append(_parts(d))
+    for manifest in query.run_manifests(records).values():
+        for key in ("noise_floor", "noise_floor_end"):
+            floor = manifest.get(key) or {}
+            if floor.get("process_wall_s") and floor.get("case"):
+                parts.setdefault((floor["case"]["name"], floor["case"]["gpus"]), []).extend(
+                    (w, None) for w in floor["process_wall_s"])
+    times = {}
+    for k, v in parts.items():
+        steps = [s for _, s in v if s is not None]
+        # a whole time still holds its windows: used only where no record of the recipe split them out
+        outside = [o for o, s in v if s is not None] or [o for o, _ in v]
+        times[k] = {"outside_windows_s": statistics.median(outside),
+                    "step_s": statistics.median(steps) if steps else None}
+    return times
+
+
+def expected_s(case: Case, times: dict) -> float | None:
+    """Seconds one fresh process of this case should take here: the stored time outside the windows,
+    plus its windows at the stored pace under this case's settings (at least `steps` steps and
+    `min_window_s` each, and one unmeasured window first where a real loader feeds it); None where
+    its recipe has no stored time on this machine."""
+    t = times.get((case.name, case.gpus))
+    if t is None:
+        return None
+    if t["step_s"] is None:
+        return t["outside_windows_s"]
+    window_s = max(case.steps * t["step_s"], case.min_window_s)
+    settle = 1 if case.loader != "synthetic" else 0
+    return t["outside_windows_s"] + (case.repeats + settle) * window_s

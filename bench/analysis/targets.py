@@ -1,0 +1,57 @@
+"""The suite's own performance targets on ResNet-50 / 224 px, read from the `targets` sweep."""
+from __future__ import annotations
+
+from ..core import stats
+from ..store import query
+from ..store.query import Record
+from .diagnose import harness_overhead_pct
+
+_best = query.fastest
+
+
+def _row(target, needed, measured, met, evidence, bound=""):
+    return [target, needed, measured, "met" if met else ("not measured" if met is None else "missed"), evidence, bound]
+
+
+def evaluate(records: list[Record]) -> list[list]:
+    rows = []
+    eager, compiled = _best(records, "target-single-eager", 1), _best(records, "target-single-compiled", 1)
+    best1 = max([r for r in (eager, compiled) if r], key=lambda r: r.images_per_s, default=None)
+    if best1:
+        ips = best1.images_per_s
+        helps = compiled and eager and compiled.images_per_s > eager.metrics["images_per_s_max"]
+        note = (f"compile {'helps' if helps else 'does not help'}: eager {eager.images_per_s:.0f}, "
+                f"compiled {compiled.images_per_s:.0f} (first step {compiled.metrics['first_step_s']:.0f} s)"
+                if eager and compiled else "")
+        rows.append(_row("best single GPU, synthetic", ">= 6500 images/s", f"{ips:.0f}", ips >= 6500, note,
+                         (best1.data.get("diagnosis") or {}).get("verdict", "")))
+    else:
+        rows.append(_row("best single GPU, synthetic", ">= 6500 images/s", "-", None, "run the targets sweep"))
+    gpus = sorted({r.case["gpus"] for r in records if r.case["name"] == "target-ddp" and r.case["gpus"] > 1})
+    for n in gpus or [2]:
+        one, many = _best(records, "target-ddp", 1), _best(records, "target-ddp", n)
+        if one and many:
+            eff = stats.scaling_efficiency(many.images_per_s, n, one.images_per_s)
+            d = many.data.get("diagnosis") or {}
+            rows.append(_row(f"DDP scaling efficiency, {n} GPUs", ">= 97%", f"{eff:.1f}%", eff >= 97,
+                             f"{many.images_per_s:.0f} against {n} x {one.images_per_s:.0f}",
+                             d.get("verdict", "")))
+        else:
+            rows.append(_row(f"DDP scaling efficiency, {n} GPUs", ">= 97%", "-", None, "run the targets sweep"))
+        for g in (1, n):
+            synth = _best(records, "target-ddp", g)
+            loaders = [r for r in (_best(records, f"target-dali-{d}", g) for d in ("mixed", "cpu")) if r]
+            loaders += [r for r in [_best(records, "target-torch", g)] if r]
+            if synth and loaders:
+                top = max(loaders, key=lambda r: r.images_per_s)
+                share = 100 * top.images_per_s / synth.images_per_s
+                rows.append(_row(f"best loader end to end, {g} GPU(s)", ">= 90% of synthetic", f"{share:.1f}%", share >= 90,
+                                 f"{top.case['name']}: {top.images_per_s:.0f} against "
+                                 f"{synth.images_per_s:.0f}", (top.data.get("diagnosis") or {}).get("verdict", "")))
+    over = harness_overhead_pct(eager.data["ranks"]) if eager else None
+    rows.append(_row("harness overhead", "< 2% of step time", "-" if over is None else f"{over:.2f}%",
+                     None if over is None else over < 2, "same case timed in a minimal loop in the same run"))
+    return rows
+
+
+HEADERS = ["target", "needed", "measured", "status", "evidence", "bound by"]

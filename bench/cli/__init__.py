@@ -1,0 +1,1 @@
+"""`python -m bench ...`: one module per command; main.py maps every refusal to its exit code."""

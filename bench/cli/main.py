@@ -1,0 +1,39 @@
+"""`python -m bench COMMAND`: the parser of every command, and the one place errors become exit
+codes: 0 done; 1 a failed case or a regression (returned by a command); 2 a refusal or bad input
+(BenchError, said in one line before any work); 128 + N a stop by signal N."""
+from __future__ import annotations
+
+import argparse
+import signal
+import sys
+
+from ..core.errors import BenchError
+from ..harness.signals import Stopped, terminate_as_interrupt
+from . import claims, compare, data, env, history, recommend, report, run, sweep
+
+COMMANDS = (run, sweep, report, data, compare, history, claims, recommend, env)
+
+
+def parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="python -m bench", description="Multi-GPU ResNet-50 training benchmark. Exit codes: 0 done; "
+                                                     "1 a failed case or a regression; 2 refused (bad input, "
+                                                     "nothing to judge); 128+N stopped by signal N.")
+    sub = p.add_subparsers(dest="command", required=True)
+    for module in COMMANDS:
+        module.add(sub)
+    return p
+
+
+def main(argv=None) -> int:
+    a = parser().parse_args(argv)
+    try:
+        with terminate_as_interrupt():
+            return a.func(a)
+    except BenchError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return e.exit_code
+    except KeyboardInterrupt as e:
+        signum = e.signum if isinstance(e, Stopped) else signal.SIGINT
+        print(f"\ninterrupted ({signal.Signals(signum).name}): the running case's processes were stopped and every "
+              f"finished case is stored; run again with --resume to go on", file=sys.stderr)
+        return 128 + signum

@@ -1,0 +1,50 @@
+"""`bench recommend`: the fastest configuration here, searched within a budget, written as a script."""
+from __future__ import annotations
+
+from ..analysis import search
+from ..core.errors import FAILED, CaseError
+from ..harness.recommend_run import base_for, recommend
+from ..present import recipe, recommend_text
+from ..store.tree import Store
+from .flags import add_dist_flags, add_results_flag, check_floor_count, dist_from_args
+from .reading import shown
+
+
+def add(sub) -> None:
+    rc = sub.add_parser("recommend", help="search the fastest configuration here within a budget; write its recipe",
+                        description="Measure candidate configurations one knob at a time, keep what is faster "
+                                    "beyond noise, re-measure the finalists, and write the winner as a script. "
+                                    "Exit 0: a recipe for every GPU count; 1: some count found none; 2: refused.")
+    rc.add_argument("--gpus", type=int, default=None,
+                    help="most GPUs (1, 2, 4, ... up to it are searched; default: all visible; CPU ranks if none)")
+    rc.add_argument("--budget", default="10m", help="time for the whole search: seconds, or with s, m or h (default 10m)")
+    rc.add_argument("--data", default="", help="ImageFolder tree: also measure the winner fed by DALI and the torch DataLoader")
+    rc.add_argument("--no-compile", action="store_true", help="leave torch.compile out (each compiled candidate "
+                                                               "compiles for about a minute)")
+    rc.add_argument("--final-processes", type=int, default=search.FINAL_PROCESSES, metavar="K",
+                    help="fresh processes for each of the best two at the end (default %(default)s)")
+    rc.add_argument("--floor-processes", type=int, default=3, metavar="N",
+                    help="fresh processes of the first starting set-up, whose spread is the run's noise floor "
+                         "(default 3; 0 = none)")
+    add_results_flag(rc)
+    add_dist_flags(rc)
+    rc.set_defaults(func=command)
+
+
+def command(a) -> int:
+    budget = search.parse_budget(a.budget)
+    if a.final_processes < 0:
+        raise CaseError(f"--final-processes={a.final_processes} must be 0 (none) or more")
+    check_floor_count("--floor-processes", a.floor_processes)
+    gpus, base, note = base_for(a.gpus)
+    if note:
+        print(note)
+
+    def write_recipe(case, record, folder):
+        return recipe.write(case, record, search.describe_case(case), folder)
+
+    outcomes, recipes = recommend(Store(a.results), dist_from_args(a), gpus, base, budget, a.data,
+                                  not a.no_compile, a.final_processes, a.floor_processes, write_recipe)
+    print()
+    print(recommend_text.render(outcomes, budget, {n: shown(p) for n, p in recipes.items()}))
+    return 0 if outcomes and all(o.gpus in recipes for o in outcomes) else FAILED

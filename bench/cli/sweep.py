@@ -1,0 +1,107 @@
+"""`bench sweep NAME`: a named sweep (or several sharing one run and noise floor), every case
+stored, then the tables and REPORT.md."""
+from __future__ import annotations
+
+from pathlib import Path
+
+from ..core import recipes, sweeps
+from ..core.errors import BenchError
+from ..data.defaults import default_data_dir, ensure_default_data
+from ..harness import env as envmod
+from ..harness.checks import resolve_gpus
+from ..harness.run import Run, run_cases
+from ..present import plan_table, report
+from ..store import query
+from ..store.tree import Store
+from .flags import add_dist_flags, add_noise_flags, add_results_flag, check_processes, dist_from_args, \
+    select_cases
+
+CPU_SWEEPS = ("smoke", "tiny")
+
+
+def add(sub) -> None:
+    s = sub.add_parser("sweep", help="run a named sweep, store every case, print the tables",
+                       description="Run a named sweep. With no GPU visible, the CPU smoke sweep runs. Exit 0: "
+                                   "the sweep ran (failed cases are stored with their reasons); 2: refused.")
+    s.add_argument("name", nargs="?", default="default",
+                   help=f"one of: default ({', '.join(sweeps.DEFAULT_GPU_SWEEPS)}), all, {', '.join(sweeps.SWEEPS)}; "
+                        "several joined by commas share one run and its noise floor (amp,loaders)")
+    s.add_argument("--gpus", type=int, default=None, help="most GPUs to use (default: all visible; CPU path if none)")
+    s.add_argument("--data", default="", help="ImageFolder tree for the torch and dali loaders")
+    s.add_argument("--resume", action="store_true", help="skip cases stored as ok for this commit; run failed or skipped ones again")
+    s.add_argument("--only", default="", metavar="PATTERNS",
+                   help="run only the cases whose id matches one of these comma-separated shell patterns")
+    s.add_argument("--lang", choices=("en", "zh"), default="en", help="headings of the seed table")
+    s.add_argument("--dry-run", action="store_true", help="list the cases and what each sweep is expected to cost; run nothing")
+    add_noise_flags(s, 3)
+    add_results_flag(s)
+    add_dist_flags(s)
+    s.set_defaults(func=command)
+
+
+def sweep_names(name: str) -> list[str]:
+    """`default`, `all`, or sweeps joined by commas; an unknown one is refused with what is accepted."""
+    names = {"default": list(sweeps.DEFAULT_GPU_SWEEPS), "all": list(sweeps.ALL_GPU_SWEEPS)}.get(name, name.split(","))
+    if any(n not in sweeps.SWEEPS for n in names):
+        raise BenchError(f"unknown sweep {name!r}; accepted: default, all, or one or more of "
+                         f"{', '.join(sweeps.SWEEPS)} joined by commas")
+    return names
+
+
+def plan(a) -> tuple[list[tuple[str, list]], int, str, str]:
+    """(sweep name and its validated cases, GPUs, device, data folder): the CPU sweep where no GPU is."""
+    names = sweep_names(a.name)
+    gpus, device = resolve_gpus(a.gpus)
+    if device == "cpu" and a.dry_run and a.name not in CPU_SWEEPS:
+        gpus, device = a.gpus or 1, "cuda"  # what the sweep would run on a GPU machine, listed here
+        print(f"no GPU visible: listing sweep {a.name!r} as planned for {gpus} GPU(s)")
+    elif device == "cpu":
+        if a.name not in ("default", "all", *CPU_SWEEPS):
+            raise BenchError(f"sweep {a.name!r} needs GPUs and none is visible; on the CPU run `smoke`")
+        names = ["tiny"] if a.name == "tiny" else ["smoke"]
+        print("no GPU visible: running the CPU sweep (tiny images, gloo ranks for ddp)")
+    data_dir = a.data or (str(default_data_dir()) if any(n in sweeps.NEEDS_DATA for n in names) else "")
+    overrides = {"data_dir": data_dir} if data_dir else {}
+    plans = [(n, sweeps.build(n, gpus, device, **overrides)) for n in names]  # all validated first
+    if device == "cpu":  # a sweep's GPU cases (tiny holds one, for the pytest front end) wait for a GPU
+        left_out = sum(c.device == "cuda" for _, cs in plans for c in cs)
+        plans = [(n, [c for c in cs if c.device == "cpu"]) for n, cs in plans]
+        if left_out:
+            print(f"{left_out} case(s) need a GPU and are left out here")
+    if a.only:
+        plans = select_cases(plans, a.only)
+    return plans, gpus, device, data_dir
+
+
+def command(a) -> int:
+    check_processes(a)
+    plans, gpus, device, data_dir = plan(a)
+    dist = dist_from_args(a)
+    store = Store(a.results)
+    if a.dry_run:
+        machine = envmod.machine_slug(envmod.collect())
+        folder = store.root / machine
+        stored = query.load([folder])[0] if folder.is_dir() else []
+        print(plan_table.render(plans, stored, machine, gpus, device, a.processes, a.floor_processes))
+        return 0
+    if data_dir and not a.data:
+        ensure_default_data(Path(data_dir), sweeps.images_needed([c for _, cs in plans for c in cs]))
+    run = Run(store, dist, a.processes)
+    reference = recipes.noise_reference(device)
+    run.begin([c for _, cs in plans for c in cs])
+    made, measured = [], {}
+    with run:
+        run.measure_floor(reference, a.floor_processes)
+        for name, cases in plans:
+            made += run_cases(run, cases, name, resume=a.resume, measured=measured)
+        run.measure_floor(reference, a.floor_end_processes, at="end")
+    print()
+    if not made:
+        return 0
+    # this run's records as stored (so the report finds the run's manifest and noise floor beside them)
+    folder = store.root / run.machine / run.commit
+    stored = query.load([folder])[0] if folder.is_dir() else []
+    print(report.render(query.select(stored, run=run.run_id) or [query.wrap(r) for r in made], a.lang))
+    if stored:  # REPORT.md beside this commit's results, from everything stored for it
+        print(f"\nwrote {report.write_report(stored, folder, a.lang)} (and its plots)")
+    return 0

@@ -1,0 +1,305 @@
+"""One benchmark case: every knob of a run, validated before anything starts.
+
+A `Case` is frozen and JSON-serialisable; its id and which knobs make two cases the same are
+core/identity.py's.
+"""
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass, fields
+
+from . import identity
+from .errors import CaseError
+
+MODELS = ("resnet50", "resnet18")
+STRATEGIES = ("single", "dp", "ddp")
+PRECISIONS = ("fp32", "tf32", "bf16", "fp16")
+LOADERS = ("synthetic", "torch", "dali")
+DEVICES = ("cuda", "cpu")
+DALI_DEVICES = ("mixed", "cpu")
+ACCUMULATION_MODES = ("article", "no_sync")
+DP_DEVICE_SELECTIONS = ("default", "free_memory")
+FAULTS = ("", "oom", "crash", "hang")
+AUTO = -1
+"""`num_workers` / `dali_threads` value meaning: this machine's cores shared over its ranks, resolved
+when the case runs and stored as a fact, so a case id does not change with the machine."""
+COMPILE_MODES = ("", "default", "reduce-overhead", "max-autotune-no-cudagraphs", "max-autotune")
+COMPILE_SCOPES = ("model", "step")
+OPTIMIZER_IMPLS = ("default", "foreach", "fused")
+
+
+@dataclass(frozen=True)
+class Case:
+    # --- what is trained -------------------------------------------------------------------
+    name: str = "custom"
+    """Recipe name (e.g. `seed-baseline`); sweeps build cases from named recipes."""
+    model: str = "resnet50"
+    """torchvision model built with random weights (never downloaded)."""
+    num_classes: int = 1000
+    """Width of the classifier head; labels are drawn from [0, num_classes)."""
+    image_size: int = 224
+    """Side of the square training crop, in pixels."""
+
+    # --- where and how it is spread ----------------------------------------------------------
+    device: str = "cuda"
+    """`cuda`, or `cpu` (gloo for ddp; for the GPU-less smoke sweep and the tests)."""
+    gpus: int = 1
+    """Devices used: GPUs, or on device=cpu the number of gloo ranks (ddp only)."""
+    strategy: str = "single"
+    """`single` (one device), `dp` (nn.DataParallel, one process), `ddp` (one process per GPU)."""
+    batch_size: int = 256
+    """Per-GPU batch size in images; the global batch is batch_size x gpus."""
+
+    # --- numerics --------------------------------------------------------------------------
+    precision: str = "fp32"
+    """`fp32` strict (TF32 off in cuBLAS and cuDNN), `tf32`, `bf16` or `fp16` autocast."""
+    channels_last: bool = False
+    """Model and inputs in NHWC memory format."""
+    cudnn_benchmark: bool = True
+    """Let cuDNN autotune convolution algorithms (done during warm-up)."""
+    compile: str = ""
+    """torch.compile mode; empty = eager. `reduce-overhead` replays the compiled graphs as CUDA graphs."""
+    compile_scope: str = "model"
+    """What `compile` compiles: `model` (the network alone) or `step` (forward and loss as one
+    function, whose backward AOTAutograd compiles with it); needs `compile`."""
+    optimizer_impl: str = "default"
+    """SGD's implementation: `default` (PyTorch's choice: foreach on GPUs), `foreach` or `fused`
+    (one kernel for every parameter's update)."""
+
+    # --- input -----------------------------------------------------------------------------
+    loader: str = "synthetic"
+    """`synthetic` (tensors made once on the device), `torch` (DataLoader), `dali`."""
+    data_dir: str = ""
+    """ImageFolder tree of JPEGs for the torch and dali loaders."""
+    num_workers: int = 0
+    """torch DataLoader worker processes per rank; -1 = the machine's cores shared over its ranks."""
+    pin_memory: bool = False
+    """torch DataLoader: page-locked host batches."""
+    non_blocking: bool = False
+    """torch DataLoader: host-to-device copies with non_blocking=True."""
+    persistent_workers: bool = False
+    """torch DataLoader: keep workers alive between epochs (the suite streams epoch after epoch
+    through one iterator, so inside a measured window this knob changes nothing)."""
+    prefetch_factor: int = 2
+    """torch DataLoader: batches prefetched per worker (needs num_workers > 0)."""
+    loader_only: bool = False
+    """Measure the input pipeline alone (no model): the images/s it can deliver."""
+    dali_device: str = "mixed"
+    """DALI decode placement: `mixed` (GPU decode) or `cpu`."""
+    hw_decoder_load: float = 0.65
+    """DALI mixed decode: share of images sent to the hardware JPEG decoder, 0..1."""
+    dali_threads: int = AUTO
+    """DALI CPU threads per pipeline; -1 = the machine's cores shared over its ranks (DALI's own
+    default of 4 halves the mixed decoder's ceiling on a 16-core H200 host)."""
+
+    # --- DataParallel (the second article's knobs) -------------------------------------------
+    dp_device_selection: str = "default"
+    """`default` (GPUs 0..N-1) or `free_memory` (the N GPUs with most free memory)."""
+    dp_output_device: int = -1
+    """Index into the chosen GPUs that gathers outputs; -1 = library default (the first)."""
+    dp_loss_in_forward: bool = False
+    """Compute the loss inside forward so only per-replica scalars are gathered."""
+
+    # --- DistributedDataParallel ---------------------------------------------------------------
+    bucket_cap_mb: float = 25.0
+    """DDP gradient bucket size in MiB."""
+    gradient_as_bucket_view: bool = False
+    """DDP: gradients alias the all-reduce buckets."""
+    static_graph: bool = False
+    """DDP: the graph is the same every step."""
+    broadcast_buffers: bool = True
+    """DDP: broadcast BatchNorm buffers from rank 0 every forward."""
+    accumulation_steps: int = 1
+    """Micro-batches per optimizer step; each micro-batch has batch_size images per GPU."""
+    accumulation_mode: str = "article"
+    """`article` (backward every micro-batch, all-reduce each time) or `no_sync`."""
+    nccl_env: tuple = ()
+    """Extra NCCL_* variables for this case, as (name, value) pairs."""
+
+    # --- measurement -------------------------------------------------------------------------
+    warmup_steps: int = 10
+    """Optimizer steps run before measuring (cuDNN autotune, allocator, NCCL, prefetch)."""
+    steps: int = 30
+    """Fewest optimizer steps in one measured window."""
+    min_window_s: float = 0.0
+    """Shortest measured window in seconds: the steps per window grow (from the warm-up's step time,
+    the same on every rank) until a window lasts at least this long; 0 = exactly `steps`."""
+    repeats: int = 3
+    """Measured windows; the median and spread across them are reported."""
+    timeout_s: float = 900.0
+    """Wall-clock limit for the whole case, start-up included."""
+    seed: int = 0
+    """Seed for weights and synthetic data."""
+
+    overhead_check: bool = False
+    """Also time the same steps in a minimal loop, to show what the harness costs."""
+
+    fault: str = ""
+    """Test only: inject `oom`, `crash` or `hang` (the others then wait in a collective) on `fault_rank`."""
+    fault_rank: int = 0
+    """Test only: the rank that fails."""
+
+    def __post_init__(self):
+        # normalise list-like inputs from JSON so the dataclass stays hashable
+        object.__setattr__(self, "nccl_env", tuple(tuple(p) for p in self.nccl_env))
+        validate(self)
+
+    # --- derived -----------------------------------------------------------------------------
+    @property
+    def global_batch(self) -> int:
+        """Images per micro-batch across all GPUs."""
+        return self.batch_size * self.gpus
+
+    @property
+    def images_per_step(self) -> int:
+        """Images per optimizer step across all GPUs (accumulation included)."""
+        return self.global_batch * self.accumulation_steps
+
+    @property
+    def launcher(self) -> str:
+        return "torchrun" if self.strategy == "ddp" else "process"
+
+    @property
+    def process_batch(self) -> int:
+        """Images one process feeds per micro-batch: DataParallel's one process feeds all its GPUs."""
+        return self.batch_size * self.gpus if self.strategy == "dp" else self.batch_size
+
+    @property
+    def case_id(self) -> str:
+        return identity.case_id(self)
+
+    def to_dict(self) -> dict:
+        d = {f.name: getattr(self, f.name) for f in fields(self) if f.compare}
+        d["nccl_env"] = [list(p) for p in self.nccl_env]
+        return d
+
+    @classmethod
+    def from_dict(cls, d: dict) -> "Case":
+        known = {f.name for f in fields(cls) if f.compare}
+        unknown = sorted(set(d) - known)
+        if unknown:
+            raise CaseError(f"unknown case field(s) {', '.join(unknown)}; accepted: {', '.join(sorted(known))}")
+        return cls(**d)
+
+    def replace(self, **changes) -> "Case":
+        return dataclasses.replace(self, **changes)
+
+
+def _one_of(name, value, accepted):
+    if value not in accepted:
+        shown = ", ".join(repr(a) if a == "" else a for a in accepted)
+        raise CaseError(f"{name}={value!r} is not accepted; use one of: {shown}")
+
+
+def _at_least(name, value, low, kind=int):
+    if isinstance(value, bool) or not isinstance(value, (int, float) if kind is float else int):
+        raise CaseError(f"{name}={value!r} must be {'a number' if kind is float else 'a whole number'} >= {low}")
+    if value < low:
+        raise CaseError(f"{name}={value!r} must be >= {low}")
+
+
+def validate(c: Case) -> None:
+    """Raise CaseError naming the first field that is wrong and what it accepts."""
+    _one_of("model", c.model, MODELS)
+    _one_of("strategy", c.strategy, STRATEGIES)
+    _one_of("precision", c.precision, PRECISIONS)
+    _one_of("loader", c.loader, LOADERS)
+    _one_of("device", c.device, DEVICES)
+    _one_of("dali_device", c.dali_device, DALI_DEVICES)
+    _one_of("accumulation_mode", c.accumulation_mode, ACCUMULATION_MODES)
+    _one_of("dp_device_selection", c.dp_device_selection, DP_DEVICE_SELECTIONS)
+    _one_of("fault", c.fault, FAULTS)
+    _one_of("compile", c.compile, COMPILE_MODES)
+    _one_of("compile_scope", c.compile_scope, COMPILE_SCOPES)
+    _one_of("optimizer_impl", c.optimizer_impl, OPTIMIZER_IMPLS)
+    for name in ("channels_last", "cudnn_benchmark", "loader_only", "overhead_check", "pin_memory", "non_blocking", "persistent_workers",
+                 "dp_loss_in_forward", "gradient_as_bucket_view", "static_graph", "broadcast_buffers"):
+        if not isinstance(getattr(c, name), bool):
+            raise CaseError(f"{name}={getattr(c, name)!r} must be true or false")
+    _at_least("gpus", c.gpus, 1)
+    _at_least("batch_size", c.batch_size, 1)
+    _at_least("num_classes", c.num_classes, 2)
+    _at_least("image_size", c.image_size, 32)
+    _at_least("warmup_steps", c.warmup_steps, 0)
+    _at_least("steps", c.steps, 1)
+    _at_least("repeats", c.repeats, 1)
+    _at_least("num_workers", c.num_workers, AUTO)
+    _at_least("prefetch_factor", c.prefetch_factor, 1)
+    _at_least("accumulation_steps", c.accumulation_steps, 1)
+    if c.dali_threads == 0:
+        raise CaseError("dali_threads=0 must be -1 (cores per rank) or >= 1")
+    _at_least("dali_threads", c.dali_threads, AUTO)
+    _at_least("min_window_s", c.min_window_s, 0.0, float)
+    _at_least("fault_rank", c.fault_rank, 0)
+    _at_least("timeout_s", c.timeout_s, 1, float)
+    _at_least("bucket_cap_mb", c.bucket_cap_mb, 0.0, float)
+    _at_least("hw_decoder_load", c.hw_decoder_load, 0.0, float)
+    if c.hw_decoder_load > 1:
+        raise CaseError(f"hw_decoder_load={c.hw_decoder_load!r} must be between 0 and 1")
+
+    if c.device == "cpu" and c.precision == "tf32":
+        raise CaseError("precision='tf32' needs device='cuda'; on cpu use fp32, bf16 or fp16")
+    if c.strategy == "single" and c.gpus != 1:
+        raise CaseError(f"gpus={c.gpus} with strategy='single'; single runs on exactly 1 GPU (use dp or ddp for more)")
+    if c.device == "cpu" and c.strategy == "dp" and c.gpus != 1:
+        raise CaseError(f"gpus={c.gpus} with strategy='dp' on device='cpu'; DataParallel on the cpu has one device, so gpus must be 1")
+    if c.loader in ("torch", "dali") and not c.data_dir:
+        raise CaseError(f"loader={c.loader!r} needs data_dir (an ImageFolder tree; make one with `python -m bench data make`)")
+    if c.loader == "dali" and c.device == "cpu" and c.dali_device != "cpu":
+        raise CaseError("dali_device='mixed' decodes on a GPU; with device='cpu' use dali_device='cpu'")
+    if c.num_workers == 0 and c.persistent_workers:
+        raise CaseError("persistent_workers=true needs num_workers >= 1")
+    if c.accumulation_steps > 1 and c.strategy != "ddp":
+        raise CaseError(f"accumulation_steps={c.accumulation_steps} is measured with strategy='ddp' only")
+    if c.dp_output_device >= c.gpus:
+        raise CaseError(f"dp_output_device={c.dp_output_device} must be -1 or an index below gpus={c.gpus}")
+    if c.strategy != "dp" and (c.dp_device_selection != "default" or c.dp_output_device != -1 or c.dp_loss_in_forward):
+        raise CaseError("dp_device_selection, dp_output_device and dp_loss_in_forward apply to strategy='dp' only")
+    if c.loader_only and c.loader == "synthetic":
+        raise CaseError("loader_only=true measures a real input pipeline; use loader='torch' or 'dali'")
+    if c.overhead_check and (c.loader != "synthetic" or c.strategy == "dp" or c.accumulation_steps > 1):
+        raise CaseError("overhead_check=true compares loops on one synthetic batch: it needs loader='synthetic', "
+                        "strategy single or ddp, and accumulation_steps=1")
+    if c.compile in ("reduce-overhead", "max-autotune") and c.device != "cuda":
+        raise CaseError(f"compile={c.compile!r} replays CUDA graphs and needs device='cuda'; on the cpu use "
+                        "'default' or 'max-autotune-no-cudagraphs'")
+    if c.compile and c.strategy == "dp":
+        raise CaseError("compile with strategy='dp' is not supported (DataParallel re-replicates every step); use single or ddp")
+    for pair in c.nccl_env:
+        if len(pair) != 2 or not str(pair[0]).startswith("NCCL_"):
+            raise CaseError(f"nccl_env entry {pair!r} must be a (name, value) pair whose name starts with NCCL_")
+    if c.fault and c.fault_rank >= c.gpus:
+        raise CaseError(f"fault_rank={c.fault_rank} must be below gpus={c.gpus}")
+    idle = idle_knobs(c)
+    if idle:
+        name, why = idle[0]
+        raise CaseError(f"{name}={getattr(c, name)!r} does nothing here ({why}); leave it at its default "
+                        f"{_DEFAULTS[name]!r}")
+
+
+_DEFAULTS = {f.name: f.default for f in fields(Case)}
+
+
+def idle_knobs(c: Case) -> list[tuple[str, str]]:
+    """Knobs set away from their default in a case where they change nothing: a label must never
+    claim a setting that did not act."""
+    rules = [
+        (("bucket_cap_mb", "gradient_as_bucket_view", "static_graph", "broadcast_buffers"),
+         c.strategy != "ddp", "DDP knobs need strategy='ddp'"),
+        (("nccl_env",), c.strategy != "ddp" or c.device != "cuda", "NCCL runs only under ddp on cuda"),
+        (("num_workers", "pin_memory", "non_blocking", "persistent_workers", "prefetch_factor"),
+         c.loader != "torch", "torch DataLoader knobs need loader='torch'"),
+        (("prefetch_factor",), c.num_workers == 0, "prefetch_factor needs num_workers >= 1"),
+        (("pin_memory", "non_blocking"), c.device != "cuda", "host-to-GPU copy knobs need device='cuda'"),
+        (("dali_device", "hw_decoder_load", "dali_threads"), c.loader != "dali", "DALI knobs need loader='dali'"),
+        (("hw_decoder_load",), c.dali_device != "mixed", "the hardware decoder is used by dali_device='mixed' only"),
+        (("accumulation_mode",), c.accumulation_steps == 1, "accumulation_mode needs accumulation_steps > 1"),
+        (("compile_scope",), not c.compile, "compile_scope needs compile"),
+        (("precision", "compile", "compile_scope", "cudnn_benchmark", "overhead_check", "optimizer_impl"), c.loader_only,
+         "loader_only=true runs no model"),
+    ]
+    found = []
+    for names, idle, why in rules:
+        if idle:
+            found += [(n, why) for n in names if getattr(c, n) != _DEFAULTS[n] and (n, why) not in found]
+    return found

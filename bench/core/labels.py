@@ -1,0 +1,51 @@
+"""Short texts that say exactly what ran and how noisy its figure is, shared by every reader."""
+from __future__ import annotations
+
+CUDA_GRAPH_MODES = ("reduce-overhead", "max-autotune")
+
+
+def describe(case: dict) -> str:
+    """A short label that says exactly what ran (a stored case dict, or Case.to_dict())."""
+    parts = [case["strategy"], case["precision"]]
+    if case["channels_last"]:
+        parts.append("NHWC")
+    if case.get("compile"):
+        parts.append(f"compile:{case['compile']}" + ("/step" if case.get("compile_scope") == "step" else "")
+                     + (" (CUDA graphs)" if case["compile"] in CUDA_GRAPH_MODES else ""))
+    if case.get("optimizer_impl", "default") != "default":
+        parts.append(f"SGD {case['optimizer_impl']}")
+    if case["device"] == "cuda" and case.get("cudnn_benchmark", True) is False:
+        parts.append("cudnn-benchmark off")
+    if case["strategy"] == "dp":
+        knobs = [k for k, on in (("free-mem GPUs", case["dp_device_selection"] == "free_memory"),
+                                 (f"out=gpu{case['dp_output_device']}", case["dp_output_device"] >= 0),
+                                 ("loss in fwd", case["dp_loss_in_forward"])) if on]
+        parts += knobs
+    loader = case["loader"] + (f"/{case['dali_device']}/t{_threads(case['dali_threads'])}" if case["loader"] == "dali" else "")
+    if case["loader"] == "torch":
+        loader += f"/w{_threads(case['num_workers'])}" + ("/pin" if case["pin_memory"] else "")
+    parts.append(loader + (" (loader only)" if case.get("loader_only") else ""))
+    if case.get("accumulation_steps", 1) > 1:
+        parts.append(f"accumulate {case['accumulation_steps']} ({case['accumulation_mode']})")
+    return ", ".join(parts)
+
+
+def _threads(n: int) -> str:
+    return "auto" if n == -1 else str(n)  # -1: the machine's cores per rank, stored as loader_threads
+
+
+def noise(metrics: dict | None) -> str:
+    """A figure's 95% interval as +-percent; a record from before intervals shows its windows' spread."""
+    if not metrics:
+        return "-"
+    ci = metrics.get("images_per_s_ci95")
+    if ci:
+        return f"+-{100 * (ci[1] - ci[0]) / 2 / metrics['images_per_s']:.1f}%"
+    return f"(spread {metrics['spread_pct']:.1f}%)"  # one process's windows only: no interval
+
+
+def duration(s: float | None) -> str:
+    """Seconds as `4m05s`."""
+    if s is None:
+        return "no stored time"
+    return f"{int(s // 60)}m{int(s % 60):02d}s"

@@ -1,0 +1,1 @@
+"""JPEG folders: make an ImageNet-like one, check a user's, and where the default one lives. Imports core only."""

@@ -1,0 +1,23 @@
+"""Where the generated JPEGs of the sweeps that need data live: outside the repository, made once
+and reused."""
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from .generate import make_dataset
+
+DEFAULT_CLASSES = 100
+
+
+def default_data_dir() -> Path:
+    return Path(os.environ.get("BENCH_DATA_CACHE", Path.home() / ".cache" / "gpu-bench")) / "imagenet-like"
+
+
+def ensure_default_data(folder: Path, needed: int) -> None:
+    """At least `needed` JPEGs (and two per class) in the default folder, made now if missing."""
+    have = len(list(folder.glob("class_*/*.jpg"))) if folder.is_dir() else 0
+    want = max(needed, 2 * DEFAULT_CLASSES)
+    if have < want:
+        print(f"making {want} ImageNet-like JPEGs in {folder} (once; later runs reuse them)")
+        make_dataset(folder, want, DEFAULT_CLASSES)

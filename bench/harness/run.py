@@ -1,0 +1,197 @@
+"""One invocation of the suite: its id, environment, noise floor and lock, and the cases it runs one
+after another, each stored as soon as it exists."""
+from __future__ import annotations
+
+import datetime
+import os
+import sys
+import time
+
+from ..analysis import plan
+from ..core import stats
+from ..core.case import Case
+from ..core.labels import duration
+from ..store import query
+from ..store.tree import Store, commit_folder, new_run_id, save_fallback
+from . import env as envmod
+from . import records
+from .checks import check_data, check_gpus, check_nodes
+from .dist import DistArgs
+from .signals import terminate_as_interrupt
+
+
+class Run:
+    """One invocation of the suite: its id, environment, processes per case and the machine's
+    process-to-process noise floor, measured in the same run and kept in its manifest."""
+
+    def __init__(self, store: Store, dist: DistArgs = DistArgs(), processes: int = 1, out=sys.stdout):
+        if processes < 1:
+            raise ValueError(f"processes={processes} must be >= 1")
+        self.store, self.dist, self.processes, self.out = store, dist, processes, out
+        self.env = envmod.collect()
+        self.run_id = new_run_id()
+        self.machine, self.commit = envmod.machine_slug(self.env), commit_folder(self.env)
+        self.floor = None
+        self.stores = dist.nnodes == 1 or dist.node_rank == 0
+        self.begun = False
+        self.manifest = {"run_id": self.run_id, "machine": self.machine, "commit_folder": self.commit,
+                         "started_at": now_iso(), "processes": processes, "sweeps": [], "noise_floor": None,
+                         "noise_floor_end": None, "env": self.env}
+
+    def begin(self, cases: list[Case]) -> None:
+        """Everything that can refuse the run, in one line each, before anything is measured: GPUs,
+        nodes, data folders, then the results folder (writable, with room) and its lock."""
+        check_gpus(cases, envmod.visible_gpu_count(), self.dist)
+        check_nodes(cases, self.dist)
+        check_data(cases)
+        self.claim()
+
+    def claim(self) -> None:
+        """The results folder (writable, with room) and this machine's lock, so that no other run of the
+        suite measures beside this one; StoreError says why not."""
+        if self.stores and not self.begun:
+            self.store.check_writable(self.machine, self.commit)
+            self.store.lock(self.machine, f"pid {os.getpid()}, run {self.run_id}, started {now_iso()}")
+        self.begun = True
+
+    def save(self) -> None:
+        if self.stores:
+            self.store.save_run(self.manifest)
+
+    def measure_floor(self, reference: Case, n: int, at: str = "start") -> dict | None:
+        """The reference case in n fresh processes; their spread is this run's noise floor."""
+        if n < 2:
+            return None
+        print(f"noise floor ({at} of run {self.run_id}): {reference.case_id} in {n} fresh processes",
+              file=self.out, flush=True)
+        figures, walls, reason = [], [], ""
+        for _ in range(n):
+            r = records.run_case(reference, self.dist)
+            if r.get("wall_s"):
+                walls.append(r["wall_s"])
+            if r["status"] != "ok":
+                reason = f"{r['status']}: {r['reason']}"
+                break
+            figures.append(r["metrics"]["images_per_s"])
+        return self.adopt_floor(reference, figures if len(figures) == n else [], reason, at, walls)
+
+    def adopt_floor(self, reference: Case, figures: list[float], reason: str = "", at: str = "start",
+                    walls: list[float] | None = None) -> dict:
+        """Keep these fresh-process figures of the reference case as the run's noise floor (and print it);
+        `walls`, each process's seconds, let a later --dry-run say what a floor costs here."""
+        n = len(figures)
+        floor = {**(stats.noise_floor(figures) if n >= 2 else {"error": reason or "not measured"}),
+                 "case_id": reference.case_id, "case": reference.to_dict()}
+        if walls:
+            floor["process_wall_s"] = walls
+        key = "noise_floor" if at == "start" else "noise_floor_end"
+        self.manifest[key] = floor
+        if at == "start" and "rel_sd" in floor:
+            self.floor = floor
+        print("  " + (f"{n} processes: {', '.join(f'{x:,.1f}' for x in figures)} images/s, "
+                      f"process-to-process sd {100 * floor['rel_sd']:.2f}%" if "rel_sd" in floor
+                      else f"not measured ({floor['error']}); intervals then come from each case's own processes"),
+              file=self.out, flush=True)
+        self.save()
+        return floor
+
+    def finish(self, interrupted: bool = False) -> None:
+        self.manifest.update(finished_at=now_iso(), interrupted=interrupted)
+        try:
+            self.save()
+        finally:
+            self.store.unlock()
+
+    def __enter__(self) -> "Run":
+        return self
+
+    def __exit__(self, kind, error, trace) -> None:
+        """A run that ends by an exception (Ctrl-C, a signal, a refusal) is kept as interrupted."""
+        self.finish(interrupted=kind is not None)
+
+
+def now_iso() -> str:
+    return datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")
+
+
+def run_cases(run: Run, cases: list[Case], sweep: str, resume: bool = False, measured: dict | None = None,
+              processes: int | None = None, header: bool = True) -> list[dict]:
+    """Run each case in fresh processes and store it as soon as it exists. `resume` skips the cases
+    this commit already stored as ok in this sweep; `measured` (case id -> record) carries the cases an
+    earlier sweep of the same run measured, so an identical case is not run twice; `processes`
+    overrides the run's processes per case; `header` False leaves out the sweep's opening and closing
+    lines (a search that runs its cases one at a time)."""
+    run.begin(cases)
+    out, store = run.out, run.store
+    device = "cuda" if any(c.device == "cuda" for c in cases) else "cpu"
+    peak = records.machine_peak(store, run.env, device)
+    processes = processes or run.processes
+    if sweep not in run.manifest["sweeps"]:
+        run.manifest["sweeps"].append(sweep)
+    run.save()
+    if header:
+        print(f"sweep {sweep!r}: {len(cases)} case(s) on {run.machine}, commit {run.commit}, run {run.run_id}, "
+              f"{processes} process(es) per case, results in {store.sweep_dir(run.machine, run.commit, sweep)}",
+              file=out, flush=True)
+    stored = query.load([store.root / run.machine])[0] if (store.root / run.machine).is_dir() else []
+    clock = _Clock(plan.per_process_times(stored), processes)
+    done: list[dict] = []
+
+    def say(text: str) -> None:
+        print(text, file=out, flush=True)
+
+    with terminate_as_interrupt():
+        for i, case in enumerate(cases, 1):
+            where = f"[{i}/{len(cases)}] {case.case_id}"
+            before = query.latest_status(stored, run.machine, run.commit, sweep, case.case_id) if resume else None
+            if before == "ok":
+                say(f"{where}: already stored, skipped (--resume)")
+                continue
+            if before:  # a failure or a skip may have had a passing cause (DALI missing, a timeout)
+                say(f"{where}: stored as {before}, running it again (--resume)")
+            if measured is not None and case.case_id in measured:
+                done.append(_keep(run, records.reused(measured[case.case_id], sweep)))
+                say(f"{where}: measured in sweep {done[-1]['reused_from_sweep']!r} of this run, stored here too")
+                continue
+            say(f"{where} ({clock.status(cases[i - 1:])})" if header
+                else case.case_id + (f" ({processes} processes)" if processes > 1 else ""))
+            started = now_iso()
+            result = records.measure(case, processes, run.floor, run.dist)
+            clock.taken.append(plan.seconds_per_process(result))
+            done.append(_keep(run, records.assemble(case, result, sweep, run.env, started, peak, run.run_id)))
+            if measured is not None:
+                measured[case.case_id] = done[-1]
+            say(records.summary_line(done[-1]))
+    if header:
+        say(f"sweep {sweep!r} finished in {duration(time.monotonic() - clock.t0)}")
+    return done
+
+
+def _keep(run: Run, record: dict) -> dict:
+    """Store the record (where this node stores); a folder that failed after the measurement keeps
+    the figure in a fallback file, and the sweep goes on."""
+    if run.stores:
+        try:
+            run.store.save(record)
+        except OSError as e:
+            print(f"  could not store the result ({e.__class__.__name__}: {e}); saved it to "
+                  f"{save_fallback(record, e)}", file=run.out, flush=True)
+    return record
+
+
+class _Clock:
+    """A sweep's elapsed time and its time left: per recipe this machine's stored time, else the
+    mean of this sweep's cases so far."""
+
+    def __init__(self, stored_times: dict, processes: int):
+        self.stored_times, self.processes = stored_times, processes
+        self.t0 = time.monotonic()
+        self.taken: list[float] = []  # seconds per process of the cases measured so far
+
+    def status(self, remaining: list[Case]) -> str:
+        text = f"elapsed {duration(time.monotonic() - self.t0)}"
+        guess = sum(self.taken) / len(self.taken) if self.taken else None
+        per = [plan.expected_s(c, self.stored_times) or guess for c in remaining]
+        if any(p is None for p in per):
+            return text
+        return text + f", about {duration(sum(per) * self.processes)} left"

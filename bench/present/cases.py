@@ -1,0 +1,92 @@
+"""Every case of a machine and commit: a short label per case, the table a terminal can show, and
+every column for --wide and the CSV export."""
+from __future__ import annotations
+
+from tabulate import tabulate
+
+from ..analysis.diagnose import diagnose
+from ..core.identity import differing_fields
+from ..core.labels import describe, noise
+from ..store.record import Record
+from . import i18n
+from .text import fmt, table, wrap
+
+
+def short_labels(records: list[Record]) -> dict[str, str]:
+    """Case id -> its recipe name, plus the knobs that tell apart records sharing that name."""
+    by_name: dict = {}
+    for r in records:
+        by_name.setdefault(r.case["name"], []).append(r)
+    labels = {}
+    for name, recs in by_name.items():
+        keys = sorted({k for a in recs for b in recs for k in differing_fields(a.case, b.case)} - {"gpus"})
+        for r in recs:
+            c = r.case
+            knobs = [("NHWC" if c[k] else "NCHW") if k == "channels_last" else f"{k}={c[k]}" for k in keys]
+            labels[r.case_id] = name + (f" [{', '.join(knobs)}]" if knobs else "")
+    return labels
+
+
+def diagnosis(r: Record) -> dict:
+    """Stored with the result; derived here (without MFU, no peak known) for older results."""
+    if "diagnosis" not in r.data:
+        r.data["diagnosis"] = diagnose(r.data) if r.ok and r.data.get("ranks") else {}
+    return r.data["diagnosis"]
+
+
+def _stall(m: dict) -> str:
+    v = m.get("input_stall_pct")
+    return "-" if v is None else f"{v:.1f}"
+
+
+def _order(records: list[Record]) -> list[Record]:
+    return sorted(records, key=lambda r: (r.sweep, r.case["gpus"], r.case["name"], r.case_id))
+
+
+def cases_table(records: list[Record], lang: str) -> tuple[str, list[str]]:
+    labels = short_labels(records)
+    rows, notes = [], []
+    for r in _order(records):
+        m = r.metrics
+        label = labels[r.case_id] + ("" if r.current else "*")
+        if r.slowed_pct:
+            label += f" (slowed {r.slowed_pct:g}%)"
+        bound = i18n.word(lang, diagnosis(r).get("verdict", "")) if r.ok else i18n.word(lang, r.status)
+        rows.append([r.sweep, label, str(r.case["gpus"]), fmt(r.images_per_s) if r.ok else "-",
+                     noise(m) if r.ok and r.ci95 else "-", _stall(m) if r.ok else "-", bound or "-"])
+        if not r.ok:
+            notes += wrap(f"- {labels[r.case_id]}: {r.status}: {r.data.get('reason', '')}"[:600])
+    if any(not r.current for r in records):
+        notes.append(i18n.t(lang, "old_mark"))
+    return table(rows, i18n.t(lang, "cases_cols"), ("left", "left", "right", "right", "right", "right", "left"),
+                 [12, 40, None, None, None, None, 14]), notes
+
+
+FULL_COLUMNS = ["sweep", "case", "GPUs", "batch/GPU", "batch (global)", "configuration", "status",
+                "images/s", "images/s per GPU", "noise (95%)", "input stall %", "data wait %", "step ms (median)",
+                "peak memory GiB", "all-reduces/step", "MFU %", "verdict", "reason"]
+
+
+def full_rows(records: list[Record]) -> list[list]:
+    """Every column of every case, in the tables' order."""
+    rows = []
+    for r in _order(records):
+        m, c, ok = r.metrics, r.case, r.ok
+        d = diagnosis(r)
+        calls, mfu = m.get("allreduce_calls_per_step"), d.get("mfu_pct")
+        rows.append([
+            r.sweep, c["name"], c["gpus"], c["batch_size"], c["batch_size"] * c["gpus"], describe(c),
+            r.status + ("" if r.current else " (older definition)")
+            + (f" (slowed {r.slowed_pct:g}% on purpose)" if r.slowed_pct else ""),
+            f"{m['images_per_s']:.1f}" if ok else "-", f"{m['images_per_s_per_gpu']:.1f}" if ok else "-",
+            noise(m) if ok else "-", _stall(m) if ok else "-", f"{m['data_wait_pct']:.1f}" if ok else "-",
+            f"{m['step_time_median_s'] * 1000:.1f}" if ok else "-",
+            f"{m['peak_memory_bytes'] / 2**30:.2f}" if ok else "-",
+            ("-" if calls is None else f"{calls:g}") if ok else "-", "-" if mfu is None else f"{mfu:.1f}",
+            f"{d['verdict']} ({d['evidence']})" if d.get("verdict") else "-", (r.data.get("reason") or "")[:120],
+        ])
+    return rows
+
+
+def full_table(records: list[Record]) -> str:
+    return tabulate(full_rows(records), headers=FULL_COLUMNS, tablefmt="github", disable_numparse=True)

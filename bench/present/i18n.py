@@ -1,0 +1,116 @@
+"""Every fixed word the report prints, in English and in Chinese (the second article's language and
+its own table headings). Measured details inside evidence sentences stay as the code writes them."""
+from __future__ import annotations
+
+TEXT = {
+    "en": {
+        "group": "{machine}, commit {commit}",
+        "seed_title": "Seed table: DataParallel baseline against the seed-optimized configuration (batch size global)",
+        "best_title": "Baseline against the best configuration the suite knows (batch size global)",
+        "seed_cols": ["GPUs", "Batch Size", "baseline (images/s)", "optimized (images/s)", "improvement"],
+        "no_pair": "(no baseline or optimized case stored here: run the `seed` or `best` sweep)",
+        "not_run_gpus": "not run: needs {n} GPUs",
+        "not_stored": "not stored",
+        "failed": "failed: {status}",
+        "missing_cell": "{n} GPU(s), {side}: {why}",
+        "sides": ["baseline", "optimized"],
+        "details_title": "Scaling efficiency, noise and configurations of the table above",
+        "details_cols": ["GPUs", "baseline efficiency", "optimized efficiency", "baseline +-95%", "optimized +-95%"],
+        "configs": "configurations: baseline = {b}; optimized = {o}",
+        "summary_title": "Summary",
+        "best_found": "best configuration found: {label}, {ips} images/s ({sweep} sweep)",
+        "efficiency": "scaling efficiency of {name} at {n} GPUs: {eff}",
+        "claims_count": "claims: {holds} hold, {fails} do not hold, {inconclusive} inconclusive, {cannot} cannot be measured here",
+        "runs_title": "Runs and noise",
+        "floor": "run {run}: noise floor {sd}% (process-to-process sd of {case} over {n} fresh processes at the start)",
+        "floor_end": "; at the end {sd}% over {n}, median moved {drift}%",
+        "no_floor": "run {run}: no noise floor measured; {k} process(es) per case",
+        "runs_used": "runs used: the latest run of each case ({runs})",
+        "old_defs": "{n} record(s) were made under an older metric definition: shown (marked *), left out of verdicts",
+        "targets_title": "Performance targets",
+        "targets_cols": ["target", "needed", "measured", "status"],
+        "claims_title": "The articles' claims, checked on this machine and commit",
+        "claims_cols": ["claim", "verdict", "effect"],
+        "evidence": "Evidence",
+        "files": "Files compared",
+        "cases_title": "Every case (stall: the device idle for input; --wide for every column; CSV keeps full case ids)",
+        "cases_cols": ["sweep", "case", "GPUs", "images/s", "+-95%", "stall %", "bound by"],
+        "case_notes": "Notes",
+        "old_mark": "* older metric definition",
+        "plots_title": "Plots",
+        "environment": "Environment",
+        "verdicts": {},
+    },
+    "zh": {
+        "group": "{machine}，提交 {commit}",
+        "seed_title": "种子表：DataParallel 基础配置与优化配置对比（Batch Size 为全局批大小）",
+        "best_title": "基础配置与本套件已知最佳配置对比（Batch Size 为全局批大小）",
+        "seed_cols": ["GPU数量", "Batch Size", "基础配置吞吐量", "优化后吞吐量", "提升比例"],
+        "no_pair": "（此处没有存储基础或优化配置的结果：请运行 `seed` 或 `best` 扫描）",
+        "not_run_gpus": "未运行：需要 {n} 块 GPU",
+        "not_stored": "未存储",
+        "failed": "失败：{status}",
+        "missing_cell": "{n} 块 GPU，{side}：{why}",
+        "sides": ["基础配置", "优化配置"],
+        "details_title": "上表的扩展效率、噪声与配置",
+        "details_cols": ["GPU数量", "基础配置效率", "优化配置效率", "基础配置 ±95%", "优化配置 ±95%"],
+        "configs": "配置：基础 = {b}；优化 = {o}",
+        "summary_title": "概要",
+        "best_found": "找到的最佳配置：{label}，{ips} 图像/秒（{sweep} 扫描）",
+        "efficiency": "{name} 在 {n} 块 GPU 上的扩展效率：{eff}",
+        "claims_count": "文章论断：{holds} 项成立，{fails} 项不成立，{inconclusive} 项无法判定，{cannot} 项在此无法测量",
+        "runs_title": "运行与噪声",
+        "floor": "运行 {run}：噪声基线 {sd}%（{case} 在开始时 {n} 个新进程之间的标准差）",
+        "floor_end": "；结束时 {n} 个进程 {sd}%，中位数变化 {drift}%",
+        "no_floor": "运行 {run}：未测量噪声基线；每个用例 {k} 个进程",
+        "runs_used": "所用运行：每个用例的最新一次运行（{runs}）",
+        "old_defs": "{n} 条记录按旧的指标定义测得：仅显示（标 *），不参与判定",
+        "targets_title": "性能目标",
+        "targets_cols": ["目标", "要求", "测得", "状态"],
+        "claims_title": "文章论断：在本机与本提交上的检验",
+        "claims_cols": ["论断", "结论", "效果"],
+        "evidence": "证据",
+        "files": "比较的文件",
+        "cases_title": "所有用例（停顿：设备等待输入的时间；--wide 显示全部列；CSV 保留完整用例编号）",
+        "cases_cols": ["扫描", "用例", "GPU数量", "图像/秒", "±95%", "停顿 %", "瓶颈"],
+        "case_notes": "说明",
+        "old_mark": "* 旧的指标定义",
+        "plots_title": "图",
+        "environment": "环境",
+        "verdicts": {"holds": "成立", "does not hold": "不成立", "inconclusive": "无法判定",
+                     "cannot be measured here": "此处无法测量", "input-bound": "输入受限",
+                     "compute-bound": "计算受限", "communication-bound": "通信受限", "loader-only": "仅加载器",
+                     "met": "达到", "missed": "未达到", "not measured": "未测量"},
+    },
+}
+
+# the claims in this project's own words (bench/claims.py), in Chinese
+CLAIMS_ZH = {
+    "workers": "更多的 DataLoader 工作进程（约等于核心数）能加快数据输入。",
+    "pin-memory": "pin_memory=True 能加快主机到 GPU 的拷贝。",
+    "non-blocking": "non_blocking=True 的拷贝与计算重叠，从而加快训练。",
+    "accumulation-fewer-allreduces": "其梯度累积循环每 K 个微批次只做一次 all-reduce，而不是每个微批次一次。",
+    "accumulation-faster": "梯度累积能隐藏通信，从而提高吞吐量。",
+    "dp-free-memory": "按空闲显存选择 DataParallel 使用的 GPU 有帮助。",
+    "dp-output-device": "在负载较轻的 GPU 上汇集输出能平衡 DataParallel。",
+    "dp-loss-in-forward": "在 forward 中计算损失（只汇集标量）能加快 DataParallel。",
+    "amp": "混合精度（AMP 与 GradScaler）能加快训练。",
+    "dali": "NVIDIA DALI 能加快数据加载，从而加快训练。",
+    "nccl-settings": "其 NCCL 设置（禁用 IB，调试级别为 WARN）能改善通信。",
+    "ddp-over-dp": "DistributedDataParallel 的扩展性优于 DataParallel。",
+    "seed-table": "在 4 块 RTX 3090 上，优化后的 DataParallel 配置在 2 块 GPU 上比基础配置快 11.1%，在 4 块上快 40.1%。",
+}
+
+
+def claim_text(lang: str, claim) -> str:
+    return CLAIMS_ZH.get(claim.id, claim.claim) if lang == "zh" else claim.claim
+
+
+def t(lang: str, key: str, **values) -> str:
+    text = TEXT[lang][key]
+    return text.format(**values) if values else text
+
+
+def word(lang: str, verdict: str) -> str:
+    """A verdict or status word in the report's language."""
+    return TEXT[lang]["verdicts"].get(verdict, verdict)

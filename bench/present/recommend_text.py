@@ -1,0 +1,71 @@
+"""What `bench recommend` prints: per GPU count the best configuration, its yardsticks, every
+candidate with its verdict, and what the budget left out."""
+from __future__ import annotations
+
+import textwrap
+
+from tabulate import tabulate
+
+from ..analysis.search import (FINAL_SWEEP, SWEEP, Outcome, versus, describe_case, difference, figure, judge,
+                               winner_record)
+from ..core.labels import noise
+
+
+def _fig(record: dict) -> str:
+    m = record["metrics"]
+    ci = m.get("images_per_s_ci95")
+    noise = f" (95% interval {ci[0]:,.1f}-{ci[1]:,.1f}, {m.get('processes', 1)} process(es))" if ci else \
+        " (no interval)"
+    return f"{m['images_per_s']:,.1f} images/s{noise}"
+
+
+def render(outcomes: list[Outcome], budget_s: float, recipes: dict[int, str]) -> str:
+    """Per GPU count: the best configuration, its figure, how it stands against the articles' set-ups
+    and the runner-up, every candidate with its verdict, and what the budget left out."""
+    lines = []
+    for o in outcomes:
+        unit = "GPU" if (o.best and o.best.case.device == "cuda") else "CPU rank"
+        lines.append(f"## {o.gpus} {unit}(s): {len([c for c in o.candidates if c.record])} candidate(s) measured "
+                     f"in {o.seconds / 60:.1f} min")
+        win = winner_record(o)
+        if o.best is None or figure(win) is None:
+            lines.append("no configuration was measured successfully" + (f"; {o.skipped[0]}" if o.skipped else ""))
+            continue
+        lines += [f"best: {describe_case(o.best.case)}", f"  {_fig(win)}"]
+        rows = []
+        for key, name in (("baseline", "article's baseline"), ("optimized", "article's optimized")):
+            ref = o.references.get(key)
+            rows.append([f"{name} ({ref['case']['strategy']}, {ref['case']['precision']})" if ref else name,
+                         _cell(ref), _noise(ref),
+                         versus(judge(ref, win)) if figure(ref) else "not measured"])
+        if o.runner_up:
+            r = o.final_runner_up or o.runner_up.record
+            rows.append([f"runner-up: {difference(o.best.case, o.runner_up.case)}", _cell(r), _noise(r),
+                         versus(o.versus_runner_up)])
+        for c in o.fed:
+            share = (f"{100 * figure(c.record) / figure(win):.1f}% of synthetic; {versus(judge(win, c.record))}"
+                     if figure(c.record) else "-")
+            source = c.case.loader + (f" ({c.case.dali_device} decode)" if c.case.loader == "dali" else " DataLoader")
+            rows.append([f"fed by JPEGs: {source}", _cell(c.record), _noise(c.record), share])
+        lines.append("\n" + tabulate(rows, headers=["yardstick", "images/s", "95% interval", "the best against it"],
+                                     tablefmt="github", disable_numparse=True))
+        if o.gpus in recipes:
+            lines.append(f"\nrecipe: {recipes[o.gpus]}")
+        rows = [[c.stage, difference(c.against, c.case) if c.against else describe_case(c.case), _cell(c.record),
+                 _noise(c.record), c.note] for c in o.candidates if c.record]
+        lines.append("\n" + tabulate(rows, headers=["stage", "candidate: the change tried", "images/s", "95% interval",
+                                                    "against the best then"],
+                                     tablefmt="github", disable_numparse=True))
+        if o.skipped:
+            lines += [""] + textwrap.wrap("not measured: " + "; ".join(o.skipped), 110)
+        lines.append("")
+    lines.append(f"budget {budget_s / 60:.1f} min; every candidate is stored (sweeps {SWEEP!r} and {FINAL_SWEEP!r})")
+    return "\n".join(lines)
+
+
+def _cell(record: dict | None) -> str:
+    return f"{figure(record):,.1f}" if figure(record) else (record["status"] if record else "not measured")
+
+
+def _noise(record: dict | None) -> str:
+    return noise(record["metrics"]) if figure(record) else "-"

@@ -1,0 +1,150 @@
+"""The report of stored results: per machine and commit the article's table, a summary, the runs
+and their noise, plots, targets, the claims and every case; REPORT.md beside the results."""
+from __future__ import annotations
+
+import statistics
+from pathlib import Path
+
+from ..analysis import claims, targets
+from ..core import stats
+from ..core.identity import differing_fields
+from ..core.labels import describe
+from ..store import query
+from ..store.record import Record
+from ..store.tree import DEFAULT_ROOT
+from . import i18n, plots
+from .article import article_table, details_table, seed_table
+from .cases import cases_table, full_table, short_labels
+from .text import fmt, table, wrap
+
+
+def environment_line(records: list[Record]) -> str:
+    envs = {(r.machine, r.data["env"].get("gpu_model"), r.data["env"].get("torch"), r.data["env"].get("cuda"),
+             r.data["env"].get("commit", "")[:12], r.data["env"].get("dirty")) for r in records}
+    return "; ".join(f"{m}: {g or 'no GPU'}, torch {t}, CUDA {c}, commit {cm}{' (dirty)' if d else ''}"
+                     for m, g, t, c, cm, d in sorted(envs, key=str))
+
+
+def render(records: list[Record], lang: str = "en", plot_files: dict | None = None, wide: bool = False) -> str:
+    """Text for every machine and commit among the records (never mixed in one table), the latest run
+    of each case: the article's table first, then a summary, then the details; `wide` adds every column."""
+    if not records:
+        return "no stored results found"
+    out = []
+    for (machine, commit), recs in query.group(records, "machine", "commit").items():
+        out.append(f"# {i18n.t(lang, 'group', machine=machine, commit=commit)}\n")
+        out.append(_render_group(query.latest(recs), lang, (plot_files or {}).get((machine, commit), []), wide))
+    return "\n\n".join(out)
+
+
+def _judgeable(records: list[Record]) -> list[Record]:
+    return [r for r in records if r.ok and not r.case.get("loader_only") and not r.slowed_pct]
+
+
+def summary_lines(records: list[Record], evals: list, lang: str) -> list[str]:
+    lines, labels = [], short_labels(records)
+    current = [r for r in _judgeable(records) if r.current]
+    judged = current or _judgeable(records)  # only older records here: shown, marked *
+    mark = "" if current else "*"
+    for n in sorted({r.case["gpus"] for r in judged}):
+        top = max((r for r in judged if r.case["gpus"] == n), key=lambda r: r.images_per_s)
+        lines += wrap("- " + i18n.t(lang, "best_found", label=f"{labels[top.case_id]}{mark} ({describe(top.case)}, "
+                                                               f"{n} GPU(s))", ips=fmt(top.images_per_s),
+                                    sweep=top.sweep))
+    for many in sorted(judged, key=lambda r: (r.case["name"], r.case["gpus"])):
+        n = many.case["gpus"]
+        # against one GPU at exactly the same settings: the case differs in its GPU count alone
+        one = next((r for r in judged if r.case["gpus"] == 1 and n > 1
+                    and differing_fields(r.case, many.case) == {"gpus"}), None)
+        if one:
+            eff = stats.scaling_efficiency(many.images_per_s, n, one.images_per_s)
+            lines += wrap("- " + i18n.t(lang, "efficiency", name=labels[many.case_id], n=n, eff=f"{eff:.1f}%"))
+    counts = {v: 0 for v in (claims.HOLDS, claims.FAILS, claims.INCONCLUSIVE, claims.CANNOT)}
+    for _, e in evals:
+        counts[e["verdict"]] += 1
+    lines += wrap("- " + i18n.t(lang, "claims_count", holds=counts[claims.HOLDS], fails=counts[claims.FAILS],
+                                inconclusive=counts[claims.INCONCLUSIVE], cannot=counts[claims.CANNOT]))
+    return lines
+
+
+def runs_used_lines(records: list[Record], lang: str = "en") -> list[str]:
+    """Which runs a table used, by the stated rule, and how many records it only shows."""
+    ids = query.runs_of(records)
+    lines = wrap(i18n.t(lang, "runs_used", runs=", ".join(ids[:4]) + (f" +{len(ids) - 4}" if len(ids) > 4 else "")))
+    old = sum(not r.current for r in records)
+    return lines + (wrap(i18n.t(lang, "old_defs", n=old)) if old else [])
+
+
+def noise_floor_lines(records: list[Record], lang: str = "en") -> list[str]:
+    lines = runs_used_lines(records, lang)
+    for run_id, m in sorted(query.run_manifests(records).items()):
+        start, end = m.get("noise_floor") or {}, m.get("noise_floor_end") or {}
+        if "rel_sd" in start:
+            text = i18n.t(lang, "floor", run=run_id, sd=f"{100 * start['rel_sd']:.2f}",
+                          case=start["case_id"].rsplit("-", 1)[0], n=start["n"])
+            if "rel_sd" in end:
+                drift = 100 * (statistics.median(end["images_per_s"]) / statistics.median(start["images_per_s"]) - 1)
+                text += i18n.t(lang, "floor_end", sd=f"{100 * end['rel_sd']:.2f}", n=end["n"], drift=f"{drift:+.1f}")
+            lines += wrap(text)
+        else:
+            lines += wrap(i18n.t(lang, "no_floor", run=run_id, k=m.get("processes", 1)))
+    return lines
+
+
+def claims_section(evals: list, lang: str) -> list[str]:
+    rows = [[c.id, i18n.word(lang, e["verdict"]), e["effect"]] for c, e in evals]
+    out = [table(rows, i18n.t(lang, "claims_cols")), "", f"{i18n.t(lang, 'evidence')}:"]
+    for c, e in evals:
+        out += wrap(f"- {c.id} ({c.source}): {i18n.claim_text(lang, c)} {e['evidence']}")
+    files = claims.files_compared(evals, root=str(DEFAULT_ROOT))
+    if files:
+        out += ["", f"{i18n.t(lang, 'files')}:"] + [ln for f in files for ln in wrap(f"- {f}")]
+    return out
+
+
+def targets_section(records: list[Record], lang: str) -> list[str]:
+    rows = targets.evaluate(records)
+    out = [table([[r[0], r[1], r[2], i18n.word(lang, r[3])] for r in rows], i18n.t(lang, "targets_cols"))]
+    return out + [ln for r in rows if r[4] or r[5] for ln in wrap(f"- {r[0]}: {r[4]}" + (f" ({r[5]})" if r[5] else ""))]
+
+
+def _render_group(records: list[Record], lang: str, plot_files: list, wide: bool = False) -> str:
+    out = []
+    for optimized, title in (("seed-optimized", "seed_title"), ("best", "best_title")):
+        if optimized == "best" and not any(r.case["name"] == "best" for r in records):
+            continue
+        seed, notes, pairs = article_table(records, lang, optimized)
+        out += [f"## {i18n.t(lang, title)}", seed] + notes
+        if any(b or o for _, b, o in pairs):
+            details, config_notes = details_table(pairs, lang)
+            out += ["", i18n.t(lang, "details_title") + ":", details] + config_notes
+        out.append("")
+    evals = claims.evaluations(records)  # judged once, for the summary and the claims section
+    out += [f"## {i18n.t(lang, 'summary_title')}"] + summary_lines(records, evals, lang)
+    out += ["", f"## {i18n.t(lang, 'runs_title')}"] + noise_floor_lines(records, lang)
+    if plot_files:
+        out += ["", f"## {i18n.t(lang, 'plots_title')}"] + [f"![{p.stem}]({p})" for p in plot_files]
+    if any(r.case["name"].startswith("target-") for r in records):
+        out += ["", f"## {i18n.t(lang, 'targets_title')}"] + targets_section(records, lang)
+    out += ["", f"## {i18n.t(lang, 'claims_title')}"] + claims_section(evals, lang)
+    every, notes = cases_table(records, lang)
+    out += ["", f"## {i18n.t(lang, 'cases_title')}", every] + notes
+    if wide:
+        out += ["", "## Seed table, every column", seed_table(records, lang), "", "## Every case, every column",
+                full_table(records)]
+    out += [""] + wrap(f"{i18n.t(lang, 'environment')}: {environment_line(records)}")
+    return "\n".join(out)
+
+
+def write_report(records: list[Record], out_dir: Path, lang: str = "en", wide: bool = False) -> Path:
+    """REPORT.md with the tables and PNG plots (under plots/) beside the results it reads."""
+    out_dir = Path(out_dir)
+    groups = query.group(records, "machine", "commit")
+    plot_links = {}
+    for key, recs in groups.items():
+        folder = out_dir / "plots" / (f"{key[0]}-{key[1]}" if len(groups) > 1 else "")
+        plot_links[key] = [p.relative_to(out_dir) for p in plots.write_all(query.latest(recs), folder, key)]
+    path = out_dir / "REPORT.md"
+    path.write_text("# Benchmark report\n\nRendered by `bin/bench report` from the stored results only.\n\n"
+                    + render(records, lang, plot_links, wide) + "\n")
+    return path

@@ -1,0 +1,122 @@
+"""The one place that selects stored results: typed records, chosen by machine, exact commit, sweep,
+run and metric-definition version. Report, claims, compare, history, targets, plots and the pytest
+front end all read through here, so they agree on which figures they judge.
+
+Rules: a commit reference matches a commit's id or its prefix, and `-dirty` is a different tree
+(asked for by its own name); where a case has several runs, the latest is used unless a run is
+named; records made under an older metric definition are labelled and left out of verdicts unless
+`include_old` asks for them.
+"""
+from __future__ import annotations
+
+import json
+import statistics
+from pathlib import Path
+
+from . import tree
+from .record import InvalidRecord, Record, from_dict, from_file
+
+__all__ = ["Record", "load", "wrap", "select", "latest", "group", "runs_of", "run_manifests", "latest_status",
+           "newest_commit", "by_name_and_gpus", "fastest", "article_batch", "commit_matches"]
+
+
+def wrap(d: dict) -> Record:
+    """A record dict (stored, or just assembled by a run) as a typed, validated Record."""
+    return from_dict(d)
+
+
+def load(paths) -> tuple[list[Record], list[str]]:
+    """Every valid record under the given files or folders, and a line for each file skipped."""
+    files, problems = tree.result_files(paths)
+    records = []
+    for f in files:
+        try:
+            records.append(from_file(f))
+        except InvalidRecord as e:
+            problems.append(f"{f}: {e}")
+    return records, problems
+
+
+def commit_matches(rec: Record, ref: str) -> bool:
+    """`ref` names this exact tree: a prefix of its commit (4 hex digits or more), `-dirty` only for a dirty tree."""
+    dirty = ref.endswith("-dirty")
+    sha = ref.removesuffix("-dirty")
+    return len(sha) >= 4 and rec.dirty == dirty and (rec.full_commit.startswith(sha) or rec.commit.startswith(sha))
+
+
+def select(records: list[Record], machine: str | None = None, commit: str | None = None, sweep: str | None = None,
+           run: str | None = None, include_old: bool = True, status: str | None = None) -> list[Record]:
+    return [r for r in records
+            if (machine is None or r.machine == machine) and (commit is None or commit_matches(r, commit))
+            and (sweep is None or r.sweep == sweep) and (run is None or r.run_id.startswith(run))
+            and (include_old or r.current) and (status is None or r.status == status)]
+
+
+def latest(records: list[Record]) -> list[Record]:
+    """The latest run of each case (per machine, commit, sweep and case id): the default rule. A run
+    slowed on purpose (a test of the comparison) stands for a case only where no other run does."""
+    out: dict = {}
+    for r in sorted(records, key=lambda r: (not r.data.get("injected_slowdown_pct"), r.started_at, r.run_id)):
+        out[(r.machine, r.commit, r.sweep, r.case_id)] = r
+    return list(out.values())
+
+
+def group(records: list[Record], *keys: str) -> dict:
+    """Records grouped by the named attributes (e.g. "machine", "commit"), in sorted order."""
+    out: dict = {}
+    for r in records:
+        out.setdefault(tuple(getattr(r, k) for k in keys), []).append(r)
+    return dict(sorted(out.items()))
+
+
+def latest_status(records: list[Record], machine: str, commit: str, sweep: str, case_id: str) -> str | None:
+    """The status of a case's latest stored run in one sweep of one commit (`--resume`), or None."""
+    chosen = latest(select(records, machine=machine, sweep=sweep))
+    return next((r.status for r in chosen if r.commit == commit and r.case_id == case_id), None)
+
+
+def newest_commit(records: list[Record]) -> str:
+    """The commit folder of the most recently started record."""
+    return max(records, key=lambda r: (r.started_at, r.run_id)).commit
+
+
+def by_name_and_gpus(records: list[Record], name: str) -> dict[int, Record]:
+    """The newest ok record of a recipe per GPU count."""
+    out = {}
+    for r in sorted(records, key=lambda r: (r.started_at, r.run_id)):
+        if r.ok and r.case["name"] == name:
+            out[r.case["gpus"]] = r
+    return out
+
+
+def fastest(records: list[Record], name: str, gpus: int) -> Record | None:
+    """The highest-throughput ok record of a recipe at a GPU count."""
+    ok = [r for r in records if r.ok and r.case["name"] == name and r.case["gpus"] == gpus]
+    return max(ok, key=lambda r: r.images_per_s, default=None)
+
+
+def runs_of(records: list[Record]) -> list[str]:
+    return sorted({r.run_id for r in records})
+
+
+def run_manifests(records: list[Record]) -> dict[str, dict]:
+    """The manifests (noise floor, sweeps, processes) of the runs these records came from, read
+    beside them: <commit folder>/runs/<run_id>.json."""
+    out = {}
+    for r in records:
+        if r.run_id in out or r.schema < 2 or not r.path:
+            continue
+        path = Path(r.path).parents[2] / tree.RUNS_DIR / f"{r.run_id}.json"
+        try:
+            out[r.run_id] = json.loads(path.read_text())
+        except (OSError, ValueError):
+            continue
+    return out
+
+
+
+def article_batch(records: list[Record], names: tuple[str, ...]) -> int | None:
+    """The per-GPU batch of the article's table: the one most of these recipes' records ran at (a run
+    at another batch, an OOM probe say, is not a cell of it)."""
+    sizes = [r.case["batch_size"] for r in records if r.case["name"] in names]
+    return statistics.mode(sizes) if sizes else None

@@ -1,0 +1,5 @@
+import sys
+
+from .rank import main
+
+sys.exit(main())

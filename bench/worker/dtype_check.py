@@ -1,0 +1,47 @@
+"""The precision label checked against what ran: the dtype the classifier's logits came out in."""
+from __future__ import annotations
+
+from ..core.case import Case
+from . import precision
+from .trainer import Trainer
+
+
+EXPECTED_DTYPE = {"fp32": "float32", "tf32": "float32", "bf16": "bfloat16", "fp16": "float16"}
+
+
+class LabelMismatch(RuntimeError):
+    """The numbers were computed in another dtype than the precision label says."""
+
+
+def check_label(case: Case, dtypes: dict) -> None:
+    expected = EXPECTED_DTYPE[case.precision]
+    wrong = {d: t for d, t in dtypes.items() if t != expected}
+    if not dtypes or wrong:
+        raise LabelMismatch(f"precision={case.precision} means {expected} logits, but "
+                            f"{wrong or 'no device'} computed {'them' if wrong else 'any'}")
+
+
+def compiled_dtypes(trainer: Trainer, batches) -> dict:
+    """The dtype a compiled model's logits come out in, from one forward outside the windows with
+    the grad and autocast state of training (so the compiled graph is reused, not recompiled)."""
+    if trainer.case.compile_scope == "step":
+        return {str(trainer.ctx.device): str(trainer.logits_dtype).replace("torch.", "")}
+    images, _ = next(batches)
+    with precision.autocast(trainer.case.precision, trainer.ctx.device.type):
+        out = trainer.strategy.model(images)
+    return {str(out.device): str(out.dtype).replace("torch.", "")}
+
+
+def compute_dtypes(trainer: Trainer, batches) -> dict:
+    """Run one unmeasured step and record the dtype the classifier produced on each device."""
+    seen = {}
+
+    def hook(_module, _inputs, output):
+        seen[str(output.device)] = str(output.dtype).replace("torch.", "")
+
+    handle = trainer.model.fc.register_forward_hook(hook)
+    try:
+        trainer.step(batches)
+    finally:
+        handle.remove()
+    return seen

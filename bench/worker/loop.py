@@ -1,0 +1,148 @@
+"""The measured loop of one rank: first step, label check, warm-up, the windows as one span, the
+extra windows that explain them, and what the rank reports."""
+from __future__ import annotations
+
+import math
+import os
+import resource
+import time
+
+import torch
+import torch.distributed as dist
+
+from ..core.case import Case
+from ..core.labels import CUDA_GRAPH_MODES
+from . import extra_windows, loaders
+from .context import RankContext, synchronize
+from .dtype_check import LabelMismatch, check_label, compiled_dtypes, compute_dtypes
+from .faults import inject_fault
+from .gpu_sampler import sampler_for
+from .heartbeat import heartbeat
+from .span import timed_span
+from .timing import StepTimer
+from .trainer import LoaderOnly, Trainer, cuda_graph_skips
+
+SLOWDOWN_VAR = "BENCH_INJECT_SLOWDOWN_PCT"
+"""Test of the comparison method only: every measured step is followed by an idle pause of this
+percentage of the warm-up's step time, so a run can be made slower on purpose. Stored with the record."""
+MAX_STEPS_PER_WINDOW = 100_000
+
+
+def peak_memory(ctx: RankContext) -> dict:
+    if ctx.device.type == "cuda":
+        per = {str(d): torch.cuda.max_memory_allocated(d) for d in ctx.devices}
+        return {"peak_memory_bytes": max(per.values()), "peak_memory_kind": "cuda_max_allocated",
+                "peak_memory_bytes_per_device": per}
+    return {"peak_memory_bytes": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024,
+            "peak_memory_kind": "host_max_rss"}
+
+
+def measure(case: Case, ctx: RankContext) -> dict:
+    trainer = LoaderOnly(case, ctx) if case.loader_only else Trainer(case, ctx)
+    loader = loaders.make(case, ctx)
+    if hasattr(loader, "input_wait_s") and not case.loader_only:
+        trainer.input_wait_clock = lambda: loader.input_wait_s
+    batches = iter(loader)
+    per_step_images = case.process_batch * case.accumulation_steps
+    try:
+        timer = StepTimer(ctx)
+        # NVML's start-up happens here, not between the warm-up and the span, where a pause would let
+        # a loader's workers refill their queue and flatter the first window
+        sampler = sampler_for(ctx.devices) if ctx.device.type == "cuda" else None
+        if ctx.device.type == "cuda":
+            for d in ctx.devices:
+                torch.cuda.reset_peak_memory_stats(d)
+        heartbeat.beat("first step")
+        t = time.perf_counter()
+        trainer.step(batches)  # the first step pays for compilation, cuDNN autotuning, NCCL set-up
+        synchronize(ctx)
+        first_step_s = time.perf_counter() - t
+        # a hook added to a compiled model would force recompiles inside the span: its probe runs after
+        dtypes = {}
+        if not case.loader_only and not case.compile:
+            dtypes = compute_dtypes(trainer, batches)
+            check_label(case, dtypes)
+        # batches a loader prefetched while the model was being built would flatter the span:
+        # take that many off its queue (training on them would only cost time), then warm up,
+        # so the span sees the loader's steady state
+        drained = getattr(loader, "prefetch_batches", 0)
+        for _ in range(drained):
+            next(batches)
+        heartbeat.beat("warm-up")
+        per_round = steps_per_round(case, getattr(loader, "workers", 0))
+        # the warm-up whose pace sets the windows' length spans whole rounds of the loader's workers too
+        timed = max(case.warmup_steps, 2) - 1
+        timed = math.ceil(timed / per_round) * per_round
+        warmup_run = timed + 1
+        step_estimate_s = timed_warmup(trainer, batches, ctx, timed)
+        steps = window_steps(case, ctx, step_estimate_s, per_round)
+        settle_steps = steps if case.loader != "synthetic" else 0
+        if settle_steps:
+            # a real loader's first window after start-up still ran 12% fast on one H200 (torch
+            # DataLoader alone, 16 workers) with a short warm-up: one unmeasured window-length
+            # stretch first, so the span starts in the loader's steady state
+            heartbeat.beat("settling")
+            for _ in range(settle_steps):
+                trainer.step(batches)
+        inject_fault(case, ctx)
+        slowdown_pct = float(os.environ.get(SLOWDOWN_VAR) or 0)
+        pause_s = step_estimate_s * slowdown_pct / 100.0
+        span = timed_span(trainer, batches, timer, steps, case.repeats, sampler, pause_s)
+        heartbeat.beat("after the windows")
+        extra = extra_windows.run(case, ctx, trainer, batches, timer, steps)
+        if case.compile and not case.loader_only:
+            dtypes = compiled_dtypes(trainer, batches)
+            check_label(case, dtypes)
+            if case.compile in CUDA_GRAPH_MODES and cuda_graph_skips():
+                raise LabelMismatch(f"compile={case.compile} means CUDA graphs, but Inductor ran "
+                                    f"{cuda_graph_skips()} compiled graph(s) without them")
+        loss = float(trainer.last_loss.detach().float()) * case.accumulation_steps
+        return {
+            **span, "images": [per_step_images * steps] * case.repeats, "steps_per_window": steps,
+            "step_estimate_s": step_estimate_s, "injected_slowdown_pct": slowdown_pct,
+            "first_step_s": first_step_s, "warmup_steps_run": warmup_run, "settle_steps_run": settle_steps,
+            "prefetched_batches_drained": drained,
+            "compute_dtypes": dtypes, "math_flags": trainer.math_flags,
+            "allreduce_calls_per_step": None, "last_loss": loss,
+            "gpu_samples": sampler.summary() if sampler else {}, **extra,
+            **peak_memory(ctx), **trainer.strategy.facts(), **loader.facts(),
+        }
+    finally:
+        loader.close()
+
+
+def timed_warmup(trainer, batches, ctx: RankContext, steps: int) -> float:
+    """Run the warm-up steps after the first; return their mean seconds per step (device-synchronised)."""
+    synchronize(ctx)
+    t = time.perf_counter()
+    for _ in range(steps):
+        trainer.step(batches)
+    synchronize(ctx)
+    return (time.perf_counter() - t) / steps
+
+
+def steps_per_round(case: Case, loader_workers: int) -> int:
+    """Optimizer steps in one round of a torch DataLoader's workers (1 for other loaders).
+
+    Its workers each hand over a whole batch, in turn, and started together, so they deliver in rounds
+    of `workers` batches: a window (or a warm-up that sets the windows' length) that ends mid-round is
+    decided by where the cut falls (seen on one H200 with 16 workers: loader-only windows of one
+    process 45% apart). Those cover whole rounds."""
+    if loader_workers <= 1:
+        return 1
+    return math.lcm(loader_workers, case.accumulation_steps) // case.accumulation_steps
+
+
+def window_steps(case: Case, ctx: RankContext, step_estimate_s: float, per_round: int = 1) -> int:
+    """Steps per measured window: at least `steps`, and enough to last `min_window_s` at the warm-up's
+    pace, in whole rounds of the loader's workers; every rank takes the largest count, so all ranks
+    measure the same steps."""
+    steps = case.steps
+    if case.min_window_s > 0 and step_estimate_s > 0:
+        steps = max(steps, min(MAX_STEPS_PER_WINDOW, math.ceil(case.min_window_s / step_estimate_s)))
+    steps = math.ceil(steps / per_round) * per_round
+    if dist.is_initialized():
+        t = torch.tensor([steps], device=ctx.device if dist.get_backend() == "nccl" else "cpu")
+        dist.all_reduce(t, op=dist.ReduceOp.MAX)
+        steps = int(t.item())
+    return steps

@@ -1,0 +1,56 @@
+"""The measured span: windows run back to back, synchronised at its edges only."""
+from __future__ import annotations
+
+import time
+
+import torch.distributed as dist
+
+from . import host_cpu
+from .context import synchronize
+from .heartbeat import heartbeat
+from .timing import StepTimer, split
+
+
+def timed_span(trainer, batches, timer: StepTimer, steps: int, windows: int, sampler=None,
+               pause_s: float = 0.0) -> dict:
+    """`windows` measured windows of `steps` steps each, run back to back as one span: every rank
+    opens it together and it is device-synchronised at both edges only, so no pause between windows
+    lets a loader refill its queue. Each window's seconds are the sum of its steps' times (CUDA events
+    on a GPU), and its data wait and input stall are its own steps'."""
+    if dist.is_initialized():
+        dist.barrier()
+    probe = trainer.input_probe
+    waits = []
+    if sampler:
+        sampler.start()
+    if probe:
+        probe.start()
+    # the host's counters at the host's window edges: a real loader works on the host, so that is
+    # where its pace is set (one small file read per window)
+    cpu = [host_cpu.read()]
+    timer.start()
+    for w in range(windows):
+        phase = f"window {w + 1} of {windows}"
+        for step in range(steps):
+            heartbeat.beat(phase, step)
+            waits.append(trainer.step(batches))
+            timer.mark()
+            if pause_s:  # an injected slowdown: the device idles for the pause, whatever was queued
+                synchronize(timer.ctx)
+                time.sleep(pause_s)
+        cpu.append(host_cpu.read())
+    span_s, step_times = timer.stop()
+    stalls = probe.stop() if probe else None
+    if sampler:
+        sampler.stop()
+    step_chunks = split(step_times, steps, windows)
+    fetches_per_step = trainer.case.accumulation_steps
+    return {"windows_s": [sum(c) for c in step_chunks], "step_times_s": step_chunks, "span_s": span_s,
+            "data_wait_s": [sum(c) for c in split(waits, steps, windows)],
+            "input_stall_s": [sum(c) for c in split(stalls, steps * fetches_per_step, windows)] if probe else None,
+            **host_cpu.over_windows(cpu)}
+
+
+def timed_window(trainer, batches, timer: StepTimer, steps: int) -> float:
+    """One unpaused window on its own (the extra windows); its seconds."""
+    return timed_span(trainer, batches, timer, steps, 1)["windows_s"][0]
