@@ -5,7 +5,11 @@ from __future__ import annotations
 import textwrap
 
 from tabulate import tabulate
-from wcwidth import wcswidth
+
+try:  # optional: a machine without it (the GPU images) measures a Chinese character as one column
+    from wcwidth import wcswidth
+except ImportError:
+    wcswidth = len
 
 WIDTH = 120  # every default line fits a terminal of this many columns
 
