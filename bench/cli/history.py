@@ -1,31 +1,58 @@
-"""`bench history CASE`: one case in every stored run, oldest first."""
+"""`bench history CASE`: one case on every machine, across its stored commits in order, every run
+with its figure and 95% interval, and a plot per machine under results/<machine>/history/."""
 from __future__ import annotations
+
+from pathlib import Path
 
 from tabulate import tabulate
 
-from ..analysis import compare
 from ..core.errors import StoreError
 from ..core.labels import describe
+from ..present.history_plot import commit_order, history_plot
 from ..store import query
 from .flags import add_results_flag
-from .reading import load
+from .reading import load, shown
 
 
 def add(sub) -> None:
     h = sub.add_parser("history", help="one case across every stored commit, oldest first",
-                       description="One case (a case id or its beginning) in every stored run, oldest first, "
-                                   "with its figure and 95% interval. Exit 0; 2 when no stored case matches.")
+                       description="One case (a case id or its beginning; ids it was stored under before work too) "
+                                   "across every stored commit of each machine, in the order first measured, with "
+                                   "its figure and 95% interval; a plot per case under <results>/<machine>/history/. "
+                                   "Exit 0; 2 when no stored case matches.")
     h.add_argument("case", help="a case id, or its beginning")
+    h.add_argument("--no-plot", action="store_true", help="print only; write no plot")
     add_results_flag(h)
     h.set_defaults(func=command)
 
 
+def _mark(r: query.Record) -> str:
+    return "re-derived" if r.rederived else "" if r.current else "older definition"
+
+
+def rows(recs: list[query.Record], order: list[str]) -> list[list]:
+    out = []
+    for r in sorted(recs, key=lambda r: (order.index(r.commit), r.started_at, r.run_id)):
+        ci = r.ci95
+        out.append([r.commit, r.run_id, r.started_at[:16], r.sweep, r.status, f"{r.images_per_s:,.1f}" if r.ok else "-",
+                    (f"{ci[0]:,.1f}-{ci[1]:,.1f}" if ci else f"none (windows' spread {r.metrics['spread_pct']:.1f}%)")
+                    if r.ok else "-", _mark(r)])
+    return out
+
+
 def command(a) -> int:
-    records = [r for r in load([a.results]) if r.case_id.startswith(a.case)]
-    if not records:
+    every = load([a.results])
+    matching = [r for r in every if r.case_id.startswith(a.case) or r.stored_id.startswith(a.case)]
+    if not matching:
         raise StoreError(f"no stored result has a case id starting with {a.case!r}")
-    for case_id, recs in query.group(records, "case_id").items():
-        print(f"{case_id[0]}\n  {describe(recs[0].case)}")
-        print(tabulate(compare.history(case_id[0], recs), headers=["started", "commit", "run", "machine", "sweep",
-                       "status", "images/s", "95% interval"], tablefmt="github", disable_numparse=True) + "\n")
+    for (machine, case_id), recs in query.group(matching, "machine", "case_id").items():
+        order = commit_order([r for r in every if r.machine == machine])
+        print(f"{case_id} on {machine}\n  {describe(recs[0].case)}")
+        print(tabulate(rows(recs, order), headers=["commit", "run", "started", "sweep", "status", "images/s",
+                                                   "95% interval", "figure"], tablefmt="github", disable_numparse=True))
+        if not a.no_plot:
+            path = history_plot(case_id, recs, order, Path(a.results) / machine / "history")
+            if path:
+                print(f"plot: {shown(path)}")
+        print()
     return 0

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from ..analysis import noise
 from ..present import exports, report
 from ..store import query
 from .flags import add_results_flag, add_selection_flags
@@ -28,10 +29,13 @@ def add(sub) -> None:
 def command(a) -> int:
     paths = a.paths or [a.results]
     records = selected(a, load(paths))
-    print(report.render(records, a.lang, wide=a.wide))
+    # a figure without an interval is judged against what its machine has shown in every stored run
+    every = load([a.results]) if a.paths and Path(a.results).is_dir() else []
+    assumed = noise.assumed_noise(every + records)
+    print(report.render(records, a.lang, wide=a.wide, assumed=assumed))
     if records and not a.no_files:
         out = Path(a.out) if a.out else (Path(paths[0]) if len(paths) == 1 and Path(paths[0]).is_dir() else Path(a.results))
-        print(f"\nwrote {report.write_report(records, out, a.lang, a.wide)} (and its plots)")
+        print(f"\nwrote {report.write_report(records, out, a.lang, a.wide, assumed)} (and its plots)")
     if a.csv:
         seed, cases = exports.write_csv(query.latest(records), Path(a.csv), a.lang)
         print(f"\nCSV written: {seed} and {cases}")

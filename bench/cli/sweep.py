@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from ..analysis import noise
 from ..core import recipes, sweeps
 from ..core.errors import BenchError
 from ..data.defaults import default_data_dir, ensure_default_data
@@ -99,9 +100,11 @@ def command(a) -> int:
     if not made:
         return 0
     # this run's records as stored (so the report finds the run's manifest and noise floor beside them)
-    folder = store.root / run.machine / run.commit
-    stored = query.load([folder])[0] if folder.is_dir() else []
-    print(report.render(query.select(stored, run=run.run_id) or [query.wrap(r) for r in made], a.lang))
+    machine = query.load([store.root / run.machine])[0]
+    stored = query.select(machine, commit=run.commit)
+    assumed = noise.assumed_noise(machine)  # what this machine has shown, over every stored run
+    print(report.render(query.select(stored, run=run.run_id) or [query.wrap(r) for r in made], a.lang, assumed=assumed))
     if stored:  # REPORT.md beside this commit's results, from everything stored for it
-        print(f"\nwrote {report.write_report(stored, folder, a.lang)} (and its plots)")
+        folder = store.root / run.machine / run.commit
+        print(f"\nwrote {report.write_report(stored, folder, a.lang, assumed=assumed)} (and its plots)")
     return 0

@@ -283,23 +283,7 @@ _DEFAULTS = {f.name: f.default for f in fields(Case)}
 def idle_knobs(c: Case) -> list[tuple[str, str]]:
     """Knobs set away from their default in a case where they change nothing: a label must never
     claim a setting that did not act."""
-    rules = [
-        (("bucket_cap_mb", "gradient_as_bucket_view", "static_graph", "broadcast_buffers"),
-         c.strategy != "ddp", "DDP knobs need strategy='ddp'"),
-        (("nccl_env",), c.strategy != "ddp" or c.device != "cuda", "NCCL runs only under ddp on cuda"),
-        (("num_workers", "pin_memory", "non_blocking", "persistent_workers", "prefetch_factor"),
-         c.loader != "torch", "torch DataLoader knobs need loader='torch'"),
-        (("prefetch_factor",), c.num_workers == 0, "prefetch_factor needs num_workers >= 1"),
-        (("pin_memory", "non_blocking"), c.device != "cuda", "host-to-GPU copy knobs need device='cuda'"),
-        (("dali_device", "hw_decoder_load", "dali_threads"), c.loader != "dali", "DALI knobs need loader='dali'"),
-        (("hw_decoder_load",), c.dali_device != "mixed", "the hardware decoder is used by dali_device='mixed' only"),
-        (("accumulation_mode",), c.accumulation_steps == 1, "accumulation_mode needs accumulation_steps > 1"),
-        (("compile_scope",), not c.compile, "compile_scope needs compile"),
-        (("precision", "compile", "compile_scope", "cudnn_benchmark", "overhead_check", "optimizer_impl"), c.loader_only,
-         "loader_only=true runs no model"),
-    ]
     found = []
-    for names, idle, why in rules:
-        if idle:
-            found += [(n, why) for n in names if getattr(c, n) != _DEFAULTS[n] and (n, why) not in found]
+    for names, why in identity.idle_rules(c.to_dict()):
+        found += [(n, why) for n in names if getattr(c, n) != _DEFAULTS[n] and (n, why) not in found]
     return found

@@ -48,7 +48,7 @@ def cases_table(records: list[Record], lang: str) -> tuple[str, list[str]]:
     rows, notes = [], []
     for r in _order(records):
         m = r.metrics
-        label = labels[r.case_id] + ("" if r.current else "*")
+        label = labels[r.case_id] + ("^" if r.rederived else "" if r.current else "*")
         if r.slowed_pct:
             label += f" (slowed {r.slowed_pct:g}%)"
         bound = i18n.word(lang, diagnosis(r).get("verdict", "")) if r.ok else i18n.word(lang, r.status)
@@ -56,7 +56,7 @@ def cases_table(records: list[Record], lang: str) -> tuple[str, list[str]]:
                      noise(m) if r.ok and r.ci95 else "-", _stall(m) if r.ok else "-", bound or "-"])
         if not r.ok:
             notes += wrap(f"- {labels[r.case_id]}: {r.status}: {r.data.get('reason', '')}"[:600])
-    if any(not r.current for r in records):
+    if any(not r.current or r.rederived for r in records):
         notes.append(i18n.t(lang, "old_mark"))
     return table(rows, i18n.t(lang, "cases_cols"), ("left", "left", "right", "right", "right", "right", "left"),
                  [12, 40, None, None, None, None, 14]), notes
@@ -76,7 +76,7 @@ def full_rows(records: list[Record]) -> list[list]:
         calls, mfu = m.get("allreduce_calls_per_step"), d.get("mfu_pct")
         rows.append([
             r.sweep, c["name"], c["gpus"], c["batch_size"], c["batch_size"] * c["gpus"], describe(c),
-            r.status + ("" if r.current else " (older definition)")
+            r.status + (" (re-derived)" if r.rederived else "" if r.current else " (older definition)")
             + (f" (slowed {r.slowed_pct:g}% on purpose)" if r.slowed_pct else ""),
             f"{m['images_per_s']:.1f}" if ok else "-", f"{m['images_per_s_per_gpu']:.1f}" if ok else "-",
             noise(m) if ok else "-", _stall(m) if ok else "-", f"{m['data_wait_pct']:.1f}" if ok else "-",

@@ -5,7 +5,7 @@ from __future__ import annotations
 import statistics
 from pathlib import Path
 
-from ..analysis import claims, targets
+from ..analysis import claims, noise, targets
 from ..core import stats
 from ..core.identity import differing_fields
 from ..core.labels import describe
@@ -25,15 +25,19 @@ def environment_line(records: list[Record]) -> str:
                      for m, g, t, c, cm, d in sorted(envs, key=str))
 
 
-def render(records: list[Record], lang: str = "en", plot_files: dict | None = None, wide: bool = False) -> str:
+def render(records: list[Record], lang: str = "en", plot_files: dict | None = None, wide: bool = False,
+           assumed: dict | None = None) -> str:
     """Text for every machine and commit among the records (never mixed in one table), the latest run
-    of each case: the article's table first, then a summary, then the details; `wide` adds every column."""
+    of each case: the article's table first, then a summary, then the details; `wide` adds every column.
+    `assumed`: each machine's assumed noise (analysis/noise.py), from these records where not given."""
     if not records:
         return "no stored results found"
+    assumed = noise.assumed_noise(records) if assumed is None else assumed
     out = []
     for (machine, commit), recs in query.group(records, "machine", "commit").items():
         out.append(f"# {i18n.t(lang, 'group', machine=machine, commit=commit)}\n")
-        out.append(_render_group(query.latest(recs), lang, (plot_files or {}).get((machine, commit), []), wide))
+        out.append(_render_group(query.latest(recs), lang, (plot_files or {}).get((machine, commit), []), wide,
+                                 assumed))
     return "\n\n".join(out)
 
 
@@ -72,7 +76,9 @@ def runs_used_lines(records: list[Record], lang: str = "en") -> list[str]:
     ids = query.runs_of(records)
     lines = wrap(i18n.t(lang, "runs_used", runs=", ".join(ids[:4]) + (f" +{len(ids) - 4}" if len(ids) > 4 else "")))
     old = sum(not r.current for r in records)
-    return lines + (wrap(i18n.t(lang, "old_defs", n=old)) if old else [])
+    again = sum(r.rederived for r in records)
+    return (lines + (wrap(i18n.t(lang, "rederived", n=again)) if again else [])
+            + (wrap(i18n.t(lang, "old_defs", n=old)) if old else []))
 
 
 def noise_floor_lines(records: list[Record], lang: str = "en") -> list[str]:
@@ -108,7 +114,8 @@ def targets_section(records: list[Record], lang: str) -> list[str]:
     return out + [ln for r in rows if r[4] or r[5] for ln in wrap(f"- {r[0]}: {r[4]}" + (f" ({r[5]})" if r[5] else ""))]
 
 
-def _render_group(records: list[Record], lang: str, plot_files: list, wide: bool = False) -> str:
+def _render_group(records: list[Record], lang: str, plot_files: list, wide: bool = False,
+                  assumed: dict | None = None) -> str:
     out = []
     for optimized, title in (("seed-optimized", "seed_title"), ("best", "best_title")):
         if optimized == "best" and not any(r.case["name"] == "best" for r in records):
@@ -119,7 +126,7 @@ def _render_group(records: list[Record], lang: str, plot_files: list, wide: bool
             details, config_notes = details_table(pairs, lang)
             out += ["", i18n.t(lang, "details_title") + ":", details] + config_notes
         out.append("")
-    evals = claims.evaluations(records)  # judged once, for the summary and the claims section
+    evals = claims.evaluations(records, assumed=assumed)  # judged once, for the summary and the claims section
     out += [f"## {i18n.t(lang, 'summary_title')}"] + summary_lines(records, evals, lang)
     out += ["", f"## {i18n.t(lang, 'runs_title')}"] + noise_floor_lines(records, lang)
     if plot_files:
@@ -136,7 +143,8 @@ def _render_group(records: list[Record], lang: str, plot_files: list, wide: bool
     return "\n".join(out)
 
 
-def write_report(records: list[Record], out_dir: Path, lang: str = "en", wide: bool = False) -> Path:
+def write_report(records: list[Record], out_dir: Path, lang: str = "en", wide: bool = False,
+                 assumed: dict | None = None) -> Path:
     """REPORT.md with the tables and PNG plots (under plots/) beside the results it reads."""
     out_dir = Path(out_dir)
     groups = query.group(records, "machine", "commit")
@@ -146,5 +154,5 @@ def write_report(records: list[Record], out_dir: Path, lang: str = "en", wide: b
         plot_links[key] = [p.relative_to(out_dir) for p in plots.write_all(query.latest(recs), folder, key)]
     path = out_dir / "REPORT.md"
     path.write_text("# Benchmark report\n\nRendered by `bin/bench report` from the stored results only.\n\n"
-                    + render(records, lang, plot_links, wide) + "\n")
+                    + render(records, lang, plot_links, wide, assumed) + "\n")
     return path

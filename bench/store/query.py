@@ -15,6 +15,7 @@ from pathlib import Path
 
 from . import tree
 from .record import InvalidRecord, Record, from_dict, from_file
+from .rederive import rederive
 
 __all__ = ["Record", "load", "wrap", "select", "latest", "group", "runs_of", "run_manifests", "latest_status",
            "newest_commit", "by_name_and_gpus", "fastest", "article_batch", "commit_matches"]
@@ -26,15 +27,42 @@ def wrap(d: dict) -> Record:
 
 
 def load(paths) -> tuple[list[Record], list[str]]:
-    """Every valid record under the given files or folders, and a line for each file skipped."""
+    """Every valid record under the given files or folders, and a line for each file skipped. A record
+    made under an older definition of images_per_s is re-derived where its raw windows allow
+    (store/rederive.py) and says so (Record.rederived)."""
     files, problems = tree.result_files(paths)
-    records = []
+    records, manifests = [], {}
     for f in files:
         try:
-            records.append(from_file(f))
+            r = from_file(f)
         except InvalidRecord as e:
             problems.append(f"{f}: {e}")
+            continue
+        if not r.current and r.schema >= 2:
+            manifest = _manifest(r, manifests)
+            if rederive(r.data, manifest.get("noise_floor")):
+                r = from_dict(r.data, r.path)
+        records.append(r)
     return records, problems
+
+
+def manifest_path(r: Record) -> Path | None:
+    """Where the manifest of the record's run lies: <commit folder>/runs/<run_id>.json."""
+    parents = Path(r.path).parents
+    return parents[2] / tree.RUNS_DIR / f"{r.run_id}.json" if r.schema >= 2 and r.path and len(parents) > 2 else None
+
+
+def _manifest(r: Record, cache: dict) -> dict:
+    """The manifest of the record's run ({} where none is readable)."""
+    path = manifest_path(r)
+    if path is None:
+        return {}
+    if path not in cache:
+        try:
+            cache[path] = json.loads(path.read_text())
+        except (OSError, ValueError):
+            cache[path] = {}
+    return cache[path]
 
 
 def commit_matches(rec: Record, ref: str) -> bool:
@@ -104,9 +132,9 @@ def run_manifests(records: list[Record]) -> dict[str, dict]:
     beside them: <commit folder>/runs/<run_id>.json."""
     out = {}
     for r in records:
-        if r.run_id in out or r.schema < 2 or not r.path:
+        path = manifest_path(r)
+        if r.run_id in out or path is None:
             continue
-        path = Path(r.path).parents[2] / tree.RUNS_DIR / f"{r.run_id}.json"
         try:
             out[r.run_id] = json.loads(path.read_text())
         except (OSError, ValueError):

@@ -6,7 +6,7 @@ import json
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from ..core.identity import ID_OPTIONAL
+from ..core import identity
 
 SCHEMA = 2
 READABLE_SCHEMAS = (1, 2)
@@ -63,6 +63,9 @@ class Record:
     sweep: str
     run_id: str
     case_id: str
+    """The case's id by today's rule (core/identity.py), computed from its stored case."""
+    stored_id: str
+    """The id it was stored under (its folder); older rules made other ids for the same case."""
     status: str
     started_at: str
     schema: int
@@ -96,13 +99,15 @@ class Record:
         return self.data.get("injected_slowdown_pct") or 0
 
     @property
-    def older_definitions(self) -> list[str]:
-        """Metrics whose stored definition differs from today's."""
-        return [k for k, v in DEFINITIONS.items() if self.definitions.get(k) != v]
+    def current(self) -> bool:
+        """Its figure, images_per_s, is today's (as stored, or re-derived from its windows): it may be
+        judged. Its data wait and input stall may still be older; the diagnosis says so."""
+        return self.definitions.get("images_per_s") == DEFINITIONS["images_per_s"]
 
     @property
-    def current(self) -> bool:
-        return not self.older_definitions
+    def rederived(self) -> bool:
+        """Computed again under today's definition from the raw windows it keeps (store/rederive.py)."""
+        return bool(self.data.get("rederived_from"))
 
 
 def from_dict(d: dict, path: str = "") -> Record:
@@ -110,14 +115,14 @@ def from_dict(d: dict, path: str = "") -> Record:
     found = problems(d)
     if found:
         raise InvalidRecord("; ".join(found))
-    d["case"] = {**ID_OPTIONAL, **d["case"]}  # a record made before a knob existed ran it at its default
+    d["case"] = {**identity.ID_DEFAULTS, **d["case"]}  # a record made before a knob existed ran it at its default
     env = d.get("env") or {}
     started = d.get("started_at", "")
     run_id = d.get("run_id") or "schema1-" + "".join(ch for ch in started if ch.isalnum())
     return Record(data=d, path=path or d.get("_path", ""), machine=d["machine"], commit=d["commit_folder"],
                   full_commit=env.get("commit", d["commit_folder"].removesuffix("-dirty")),
                   dirty=d["commit_folder"].endswith("-dirty"), sweep=d["sweep"], run_id=run_id,
-                  case_id=d["case_id"], status=d["status"], started_at=started, schema=d.get("schema", 1),
+                  case_id=identity.case_id(d["case"]), stored_id=d["case_id"], status=d["status"], started_at=started, schema=d.get("schema", 1),
                   definitions=d.get("definitions") or SCHEMA1_DEFINITIONS)
 
 

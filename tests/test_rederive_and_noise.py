@@ -1,0 +1,79 @@
+"""Records of an older definition re-derived from their windows when read, and figures with no interval
+of their own judged against an explicit assumed noise."""
+import json
+
+import pytest
+
+from bench.analysis import claims, noise
+from bench.store import query, rederive
+from bench.store.record import DEFINITIONS
+
+
+def _record(loader="synthetic", version=4, windows=((1000.0, 1000.0, 1000.0),), name="amp-fp16", run="r1",
+            ci=None, **case):
+    figures = [len(w) / sum(1 / x for x in w) for w in windows]  # each window holds the same images
+    m = {"images_per_s": sorted(figures)[len(figures) // 2], "images_per_s_per_gpu": 1.0, "spread_pct": 0.0,
+         "data_wait_pct": 0.0, "step_time_median_s": 0.1, "global_batch": 256, "images_per_s_ci95": ci}
+    return {"schema": 2, "run_id": run, "sweep": "s", "case_id": "stored-id", "machine": "m", "commit_folder": "abc",
+            "status": "ok", "started_at": "2026-01-01", "definitions": {**DEFINITIONS, "images_per_s": version},
+            "case": {"name": name, "loader": loader, "data_dir": "/d" if loader != "synthetic" else "", **case},
+            "processes": [{"images_per_s": f, "images_per_s_repeats": list(w)} for f, w in zip(figures, windows)],
+            "metrics": m}
+
+
+def test_definition_3_of_a_real_loader_loses_the_floors_interval():
+    d = _record("torch", 3, ci=[900.0, 1100.0])
+    assert rederive.rederive(d, floor={"rel_sd": 0.01, "n": 3})
+    r = query.wrap(d)
+    assert r.current and r.rederived and r.ci95 is None  # one process of its own: no interval
+    assert r.images_per_s == pytest.approx(1000.0)
+
+
+def test_definition_2_of_a_synthetic_case_takes_the_span_and_its_runs_floor():
+    # one process whose windows ran 1000 and 2000 images/s: the median said 1500, the span says 1333.3
+    d = _record("synthetic", 2, windows=((1000.0, 2000.0),))
+    d["processes"][0]["images_per_s"] = 1500.0
+    d["metrics"]["images_per_s"] = 1500.0
+    assert rederive.rederive(d, floor={"rel_sd": 0.01, "n": 3})
+    m = d["metrics"]
+    assert m["images_per_s"] == pytest.approx(4000 / 3) and m["images_per_s_ci95"] is not None
+    assert d["rederived_from"] == {"images_per_s": 2} and d["definitions"]["images_per_s"] == DEFINITIONS["images_per_s"]
+
+
+def test_definition_2_of_a_real_loader_and_schema_1_stay_older():
+    d = _record("dali", 2)
+    assert not rederive.rederive(d, None) and "pauses" in rederive.why_not(d)
+    old = {**_record(), "processes": []}
+    assert not rederive.rederive({**old, "definitions": {"images_per_s": 1}}, None)
+
+
+def test_a_record_is_re_derived_when_read_with_its_runs_floor(tmp_path):
+    d = _record("synthetic", 3, ci=[990.0, 1010.0])
+    path = tmp_path / "m" / "abc" / "s" / "stored-id" / "r1.json"
+    path.parent.mkdir(parents=True)
+    path.write_text(json.dumps(d))
+    (r,), problems = query.load([tmp_path])
+    assert problems == [] and r.rederived and r.current and r.ci95 is None  # no floor stored beside it
+    assert json.loads(path.read_text())["definitions"]["images_per_s"] == 3  # the file itself is never rewritten
+
+
+def test_assumed_noise_is_the_largest_spread_of_three_processes_else_the_default():
+    three = query.wrap(_record("torch", windows=((1000.0,) * 3, (1100.0,) * 3, (1050.0,) * 3), name="loader-torch"))
+    one = query.wrap(_record("torch", name="loader-torch", run="r2"))
+    assumed = noise.assumed_noise([three, one])
+    assert assumed[("m", "torch")].half_pct == pytest.approx(100 * 100 / 1050)  # (1100 - 1000) / median
+    half, source = noise.noise_for(one, assumed)
+    assert half == pytest.approx(9.52, abs=0.01) and "largest spread of 3 processes of a torch case" in source
+    half, source = noise.noise_for(query.wrap(_record("dali", name="loader-dali")), assumed)
+    assert half == noise.DEFAULT_HALF_PCT["dali"] and "default for a dali case" in source
+
+
+def test_a_large_effect_without_intervals_is_a_verdict_that_names_its_noise():
+    """+259% from more workers, each side one process of a real loader: far beyond any noise."""
+    base = {"strategy": "dp", "gpus": 1, "precision": "fp32", "num_workers": 0}
+    before = query.wrap(_record("torch", windows=((1000.0,) * 3,), name="ablation-00-baseline", **base))
+    after = query.wrap(_record("torch", windows=((3590.0,) * 3,), name="ablation-01-num-workers", run="r2",
+                               **{**base, "num_workers": -1, "persistent_workers": True}))
+    v = claims.evaluate(next(c for c in claims.CLAIMS if c.id == "workers"), [before, after])
+    assert v["verdict"] == claims.HOLDS and v["effect"] == "+259.0%"
+    assert "noise +-21.2% (both assumed +-15%: the default for a torch case" in v["evidence"]
