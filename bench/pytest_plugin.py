@@ -46,10 +46,16 @@ def planned_cases() -> list[tuple[str, object]]:
 
 
 def pytest_generate_tests(metafunc):
+    """Each planned case a test, its parameter the case id (a string pytest-benchmark stores as is)."""
     if "bench_case" in metafunc.fixturenames:
         planned = planned_cases()
-        metafunc.parametrize("bench_sweep,bench_case", planned,
+        metafunc.parametrize("bench_sweep,bench_case", [(s, c.case_id) for s, c in planned],
                              ids=[f"{s}:{c.case_id.rsplit('-', 1)[0]}" for s, c in planned])
+
+
+def case_of(case_id: str):
+    """The planned case a test's parameter names."""
+    return next(c for _, c in planned_cases() if c.case_id == case_id)
 
 
 @pytest.fixture(scope="session")
@@ -106,7 +112,7 @@ def feed_benchmark(benchmark, values: list[float]) -> None:
 
 
 def run_benchmark(benchmark, bench_sweep, bench_case, bench_session) -> dict:
-    case = bench_case
+    case = case_of(bench_case) if isinstance(bench_case, str) else bench_case
     if case.device == "cuda" and case.gpus > bench_session["visible"]:
         pytest.skip(f"needs {case.gpus} GPU(s); {bench_session['visible']} visible")
     _ensure_data(case, bench_session)
@@ -120,7 +126,7 @@ def run_benchmark(benchmark, bench_sweep, bench_case, bench_session) -> dict:
         feed_benchmark(benchmark, seconds_per_image(record))
     m = record["metrics"]
     info = {"status": record["status"], "reason": record["reason"], "case_id": case.case_id,
-            "case": case.to_dict(), "sweep": bench_sweep}
+            "case": case.to_dict(), "sweep": bench_sweep, "run_id": record["run_id"], "metrics": m}
     if record["status"] == "ok":
         key = identity.knobs_key(case, ignore={"gpus"})  # the same case on one GPU
         if case.gpus == 1:

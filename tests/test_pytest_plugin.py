@@ -26,6 +26,9 @@ def test_benchmark_only_runs_the_cases_and_records_them(tmp_path):
     benches = {b["param"].split(":")[1].split("-")[0]: b for b in report["benchmarks"]}
     assert set(benches) == {"single", "ddp"}
     single, ddp = benches["single"]["extra_info"], benches["ddp"]["extra_info"]
+    # the parameter is the case id, a string: no UNSERIALIZABLE[Case(...)] in saved files
+    assert benches["single"]["params"]["bench_case"] == single["case_id"] and "UNSERIALIZABLE" not in json.dumps(report)
+    assert single["metrics"]["images_per_s"] == single["images_per_s"] and single["run_id"]
     assert single["status"] == "ok" and single["images_per_s"] > 0
     assert single["case"]["model"] == "resnet18" and single["sweep"] == "tiny"
     assert single["verdict"] == "compute-bound" and single["mfu_pct"] > 0

@@ -14,7 +14,7 @@ def _record(loader="synthetic", version=4, windows=((1000.0, 1000.0, 1000.0),), 
     figures = [len(w) / sum(1 / x for x in w) for w in windows]  # each window holds the same images
     m = {"images_per_s": sorted(figures)[len(figures) // 2], "images_per_s_per_gpu": 1.0, "spread_pct": 0.0,
          "data_wait_pct": 0.0, "step_time_median_s": 0.1, "global_batch": 256, "images_per_s_ci95": ci}
-    return {"schema": 2, "run_id": run, "sweep": "s", "case_id": "stored-id", "machine": "m", "commit_folder": "abc",
+    return {"schema": 2, "run_id": run, "sweep": "s", "case_id": "stored-id", "machine": "m", "commit_folder": "abc", "env": {},
             "status": "ok", "started_at": "2026-01-01", "definitions": {**DEFINITIONS, "images_per_s": version},
             "case": {"name": name, "loader": loader, "data_dir": "/d" if loader != "synthetic" else "", **case},
             "processes": [{"images_per_s": f, "images_per_s_repeats": list(w)} for f, w in zip(figures, windows)],
@@ -77,3 +77,46 @@ def test_a_large_effect_without_intervals_is_a_verdict_that_names_its_noise():
     v = claims.evaluate(next(c for c in claims.CLAIMS if c.id == "workers"), [before, after])
     assert v["verdict"] == claims.HOLDS and v["effect"] == "+259.0%"
     assert "noise +-21.2% (both assumed +-15%: the default for a torch case" in v["evidence"]
+
+
+def _store_run(root, run, records, floor, floor_end=None):
+    for d in records:
+        d["run_id"] = run
+        path = root / "m" / "abc" / "s" / d["case"]["name"] / f"{run}.json"
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(json.dumps(d))
+    manifest = root / "m" / "abc" / "runs" / f"{run}.json"
+    manifest.parent.mkdir(parents=True, exist_ok=True)
+    named = {"case_id": "noise-floor-x"}
+    manifest.write_text(json.dumps({"run_id": run, "machine": "m", "noise_floor": {**floor, **named},
+                                    "noise_floor_end": {**floor_end, **named} if floor_end else None}))
+
+
+def _workers_pair():
+    base = {"strategy": "dp", "gpus": 1, "precision": "fp32", "num_workers": 0}
+    return [_record("torch", windows=((1000.0,) * 3,), name="ablation-00-baseline", **base),
+            _record("torch", windows=((3590.0,) * 3,), name="ablation-01-num-workers",
+                    **{**base, "num_workers": -1, "persistent_workers": True})]
+
+
+@pytest.mark.parametrize("floor, floor_end, why", [
+    ({"images_per_s": [6.2, 22.4, 9.1], "n": 3, "rel_sd": 0.687}, None, "sd is 68.7% over 3 processes, above the 5%"),
+    ({"images_per_s": [100.0, 101.0, 99.0], "n": 3, "rel_sd": 0.01},
+     {"images_per_s": [90.0, 91.0], "n": 2, "rel_sd": 0.008}, "moved -9.5% between the run's start and end"),
+])
+def test_a_run_too_noisy_or_drifting_warns_once_at_the_top_and_judges_nothing(tmp_path, floor, floor_end, why):
+    from bench.present import report
+    _store_run(tmp_path, "noisy", _workers_pair(), floor, floor_end)
+    records = query.load([tmp_path])[0]
+    assumed = noise.assumed_noise(records)
+    assert why in assumed.unreliable["noisy"]
+    text = report.render(records, assumed=assumed)
+    body = text.split("\n", 2)[2]
+    assert body.lstrip().startswith("**WARNING: run noisy cannot be judged:") and text.count("WARNING") == 1
+    v = claims.evaluate(next(c for c in claims.CLAIMS if c.id == "workers"), records, assumed=assumed)
+    assert v["verdict"] == claims.INCONCLUSIVE and "run noisy is unreliable" in v["evidence"]
+    # the same pair in a steady run is a verdict
+    _store_run(tmp_path / "steady", "steady", _workers_pair(), {"images_per_s": [100.0, 101.0, 99.0], "n": 3,
+                                                                "rel_sd": 0.01})
+    steady = query.load([tmp_path / "steady"])[0]
+    assert claims.evaluate(next(c for c in claims.CLAIMS if c.id == "workers"), steady)["verdict"] == claims.HOLDS

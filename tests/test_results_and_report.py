@@ -106,13 +106,46 @@ def test_seed_table_matches_golden(lang):
     assert article.seed_table(recs, lang) + "\n" == (GOLDEN / f"seed_{lang}.md").read_text()
 
 
-def test_full_table_and_csv_match_golden(tmp_path):
+def test_full_table_matches_golden():
+    assert cases.full_table(fixture_records()) + "\n" == (GOLDEN / "full.md").read_text()
+
+
+def test_the_csv_export_is_tidy_and_typed(tmp_path):
+    """One row per record with machine, commit, run and every knob; numbers numeric, the interval as two
+    columns; records of two machines and two runs of one case stay apart."""
+    import pandas as pd
+    recs = query.load([FIXTURES, tree.DEFAULT_ROOT])[0]
+    every, seed = exports.write_csv(recs, tmp_path / "out.csv")
+    d = pd.read_csv(every)
+    assert len(d) == len(recs) and d["machine"].nunique() >= 3 and d["run_id"].notna().all()
+    assert not d.duplicated(["machine", "commit", "run_id", "sweep", "case_id"]).any()
+    for column in ("images_per_s", "images_per_s_ci95_low", "images_per_s_ci95_high", "step_time_median_ms",
+                   "peak_memory_gib", "mfu_pct"):
+        assert d[column].dtype == "float64", column
+    assert d["gpus"].dtype == "int64" and d["batch_size"].dtype == "int64" and d["channels_last"].dtype == "bool"
+    assert d["latest_run_of_case"].dtype == "bool" and set(d["status"]) <= {"ok", "oom", "error", "timeout", "skipped"}
+    ok = d[d["status"] == "ok"]
+    assert ok["images_per_s"].notna().all() and (ok["images_per_s_ci95_low"].dropna() <= ok.loc[
+        ok["images_per_s_ci95_low"].notna(), "images_per_s"]).all()
+    s = pd.read_csv(seed)
+    assert s["improvement_pct"].dtype == "float64" and s["gpus"].dtype == "int64"
+    rtx = s[s["machine"] == "4x-nvidia-geforce-rtx-3090"].set_index("gpus")
+    assert rtx.loc[4, "baseline_images_per_s"] == pytest.approx(498.4) and rtx.loc[4, "improvement_pct"] == pytest.approx(40.1, abs=0.05)
+    assert set(s["model"]) == {"resnet50"} and s.groupby(["machine", "commit"])["batch_per_gpu"].nunique().max() == 1
+
+
+def test_the_seed_table_never_mixes_models_or_image_sizes():
+    """A search's small-model yardsticks beside the article's ResNet-50 cases take no cell of its table."""
     recs = fixture_records()
-    assert cases.full_table(recs) + "\n" == (GOLDEN / "full.md").read_text()
-    seed, every = exports.write_csv(recs, tmp_path / "seed.csv", "en")
-    assert seed.read_text() == (GOLDEN / "seed_en.csv").read_text()
-    lines = every.read_text().splitlines()
-    assert lines[0].startswith("sweep,case,case id,GPUs,") and len(lines) == 1 + len(recs)
+    small = [query.wrap({**r.data, "case": {**r.case, "model": "resnet18", "image_size": 32, "batch_size": 8},
+                         "started_at": "2099-01-01", "run_id": "later"})
+             for r in recs if r.ok and r.case["name"] in ("seed-baseline", "seed-optimized")]
+    text = report.render(recs + small)
+    assert "resnet50, 224 px images, 256 images per GPU" in text and "resnet18" not in text.split("## Summary")[0]
+    row = next(ln for ln in text.splitlines() if ln.replace(" ", "").startswith("|4|1,024|"))
+    assert [c.strip() for c in row.strip("|").split("|")] == ["4", "1,024", "498.4", "698.3", "+40.1%"]
+    summary = " ".join(text.split("## Summary")[1].split("## ")[0].split())
+    assert "(resnet18, 32 px," in summary and "(resnet50, 224 px," in summary  # ranked apart, each named
 
 
 def test_seed_rows_reproduce_the_articles_figures():
@@ -151,7 +184,8 @@ def test_report_says_which_runs_it_used_and_labels_old_definitions():
     assert "\nruns used: the latest run of each case (schema1-" in text
     assert "7 record(s) were made under an older metric definition and lack what today's needs: shown (marked *), " \
         "left out of verdicts" in " ".join(text.split())
-    assert "| seed-baseline [batch_size=256]* " in text and "* older metric definition" in text
+    assert "| seed-baseline* [1] " in text and "- [1] seed-baseline: [batch_size=256]" in text
+    assert "* older metric definition" in text
 
 
 def test_machine_peak_file_is_not_a_result(tmp_path):
@@ -169,6 +203,9 @@ def test_the_default_report_fits_a_terminal_with_the_articles_table_first(lang):
     text = report.render(recs, lang)
     lines = text.splitlines()
     assert max(layout.display_width(ln) for ln in lines) <= 120
+    # Markdown renders each table as written: no cell wrapped onto a line of its own (a blank first cell)
+    rows = [ln for ln in lines if ln.startswith("|") and not set(ln) <= set("|-: ")]
+    assert rows and all(ln.strip("|").split("|")[0].strip() for ln in rows)
     sections = text.split("\n# ")
     assert len(sections) == len({(r.machine, r.commit) for r in recs}) >= 4  # machines and commits never mixed
     seed_cols = report.i18n.t(lang, "seed_cols")

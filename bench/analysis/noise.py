@@ -2,9 +2,14 @@
 assumed noise, the largest process-to-process spread this machine has shown for that kind of case
 (its loader: synthetic, torch or dali) in stored runs of 3 or more fresh processes, noise floors
 included; where none is stored, a documented conservative default. A verdict names which it used.
+
+A run whose noise floor is too wide to judge by (process-to-process sd over NOISY_FLOOR_SD_PCT) or
+that drifted between its start and end floors (medians DRIFT_PCT or more apart) is unreliable: its
+figures are shown with a warning and judged `inconclusive`, and they teach the assumed noise nothing.
 """
 from __future__ import annotations
 
+import statistics
 from dataclasses import dataclass
 
 from ..core import verdicts
@@ -16,6 +21,36 @@ DEFAULT_HALF_PCT = {"synthetic": 5.0, "torch": 15.0, "dali": 15.0}
 """Where this machine stored no 3-process run of a kind: on one H200, fresh processes of a synthetic
 case moved at most 3.9% across machine sessions, and a real loader's end-to-end figure 10.8% between
 two processes (the torch DataLoader) and its windows 11.3% within one (DALI); these bounds sit above."""
+
+
+NOISY_FLOOR_SD_PCT = 5.0
+"""Floors on one H200 measured 0.3-1.1% sd; a CPU run at 68.7% printed figures no one should read."""
+DRIFT_PCT = 5.0
+"""Across machine sessions one H200 moved 3.9%: more than this within one run means the machine changed."""
+
+
+class NoiseModel(dict):
+    """(machine, kind) -> Assumed, and `unreliable`: run id -> why its figures cannot be judged."""
+
+    def __init__(self, *a, unreliable: dict | None = None):
+        super().__init__(*a)
+        self.unreliable = unreliable or {}
+
+
+def unreliable_runs(manifests: dict[str, dict]) -> dict[str, str]:
+    """Run id -> why (a wide floor, or drift between its start and end floors), by the stated rule."""
+    out = {}
+    for run_id, m in manifests.items():
+        start, end = m.get("noise_floor") or {}, m.get("noise_floor_end") or {}
+        if "rel_sd" in start and 100 * start["rel_sd"] > NOISY_FLOOR_SD_PCT:
+            out[run_id] = (f"its noise floor's process-to-process sd is {100 * start['rel_sd']:.1f}% over {start['n']} "
+                           f"processes, above the {NOISY_FLOOR_SD_PCT:g}% a verdict can be judged by")
+        elif "rel_sd" in start and "rel_sd" in end:
+            drift = 100 * (statistics.median(end["images_per_s"]) / statistics.median(start["images_per_s"]) - 1)
+            if abs(drift) >= DRIFT_PCT:
+                out[run_id] = (f"its noise floor moved {drift:+.1f}% between the run's start and end, "
+                               f"{DRIFT_PCT:g}% or more: the machine changed under it")
+    return out
 
 
 @dataclass(frozen=True)
@@ -30,13 +65,14 @@ def kind(case: dict) -> str:
 
 
 def _spread_pct(figures: list[float]) -> float:
-    return 100.0 * (max(figures) - min(figures)) / sorted(figures)[len(figures) // 2]
+    return 100.0 * (max(figures) - min(figures)) / statistics.median(figures)
 
 
-def assumed_noise(records: list[Record]) -> dict[tuple[str, str], Assumed]:
+def assumed_noise(records: list[Record]) -> NoiseModel:
     """Per (machine, kind): the largest spread of MIN_PROCESSES or more fresh processes stored, from
-    records (their process figures) and their runs' noise floors (synthetic)."""
-    found: dict[tuple[str, str], Assumed] = {}
+    records (their process figures) and their runs' noise floors (synthetic), unreliable runs left out."""
+    manifests = query.run_manifests(records)
+    found = NoiseModel(unreliable=unreliable_runs(manifests))
 
     def offer(machine, k, figures, where):
         if len(figures) < MIN_PROCESSES or min(figures) <= 0:
@@ -47,9 +83,11 @@ def assumed_noise(records: list[Record]) -> dict[tuple[str, str], Assumed]:
                                                   f"processes of a {k} case on {machine}, {where}")
     for r in records:
         figures = [p.get("images_per_s") for p in r.data.get("processes") or []]
-        if r.ok and r.current and all(figures):
+        if r.ok and r.current and all(figures) and r.run_id not in found.unreliable:
             offer(r.machine, kind(r.case), figures, f"{r.case['name']}, run {r.run_id}")
-    for run_id, m in query.run_manifests(records).items():
+    for run_id, m in manifests.items():
+        if run_id in found.unreliable:
+            continue
         for key in ("noise_floor", "noise_floor_end"):
             floor = m.get(key) or {}
             if floor.get("images_per_s"):
@@ -61,6 +99,9 @@ def noise_for(r: Record, assumed: dict, include_old: bool = False) -> tuple[floa
     """(half-width in percent, where it came from) for one record's figure."""
     if not r.current and not include_old:
         return None, "older definition"  # shown, never judged, unless asked for
+    why = getattr(assumed, "unreliable", {}).get(r.run_id)
+    if why:
+        return None, f"run {r.run_id} is unreliable: {why}"
     measured = verdicts.half_width_pct(r.metrics, within_process_ok=include_old and not r.current)
     if measured is not None:
         return measured, ""
@@ -83,6 +124,7 @@ def judge(a: Record, b: Record, assumed: dict, include_old: bool = False) -> dic
 
 
 def text(c: dict) -> str:
-    """The noise a verdict used, in a sentence's words."""
-    base = verdicts.noise_text(c)
-    return base + (f" ({c['assumed']})" if c.get("assumed") and c["noise_pct"] is not None else "")
+    """The noise a verdict used (or why there was none), in a sentence's words."""
+    if c["noise_pct"] is None:
+        return "no noise to judge by" + (f" ({c['assumed']})" if c.get("assumed") else "")
+    return verdicts.noise_text(c) + (f" ({c['assumed']})" if c.get("assumed") else "")

@@ -5,7 +5,6 @@ from pathlib import Path
 
 from ..analysis import noise
 from ..present import exports, report
-from ..store import query
 from .flags import add_results_flag, add_selection_flags
 from .reading import load, selected
 
@@ -17,7 +16,9 @@ def add(sub) -> None:
     rep.add_argument("paths", nargs="*", help="result files or folders (default: the results root)")
     rep.add_argument("--lang", choices=("en", "zh"), default="en",
                      help="seed-table headings: en, or zh for the article's own")
-    rep.add_argument("--csv", default="", help="also write the seed table here as CSV (and .cases.csv)")
+    rep.add_argument("--csv", default="", metavar="FILE",
+                     help="also write every record here as tidy CSV (one row per record: machine, commit, run, every "
+                          "knob, numbers with units in the column names) and the seed table beside it (.seed.csv)")
     add_results_flag(rep)
     rep.add_argument("--out", default="", help="folder for REPORT.md and plots/ (default: the folder read)")
     rep.add_argument("--no-files", action="store_true", help="print only; write no REPORT.md or plots")
@@ -37,6 +38,6 @@ def command(a) -> int:
         out = Path(a.out) if a.out else (Path(paths[0]) if len(paths) == 1 and Path(paths[0]).is_dir() else Path(a.results))
         print(f"\nwrote {report.write_report(records, out, a.lang, a.wide, assumed)} (and its plots)")
     if a.csv:
-        seed, cases = exports.write_csv(query.latest(records), Path(a.csv), a.lang)
-        print(f"\nCSV written: {seed} and {cases}")
+        every_record, seed = exports.write_csv(records, Path(a.csv))
+        print(f"\nCSV written: {every_record} (every record) and {seed} (the seed table)")
     return 0

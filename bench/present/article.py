@@ -27,10 +27,10 @@ def article_table(records: list[Record], lang: str, optimized: str = "seed-optim
     """The article's five columns exactly, numbers right-aligned; each missing cell says why in a note.
     Returns (table, notes, [(GPUs, baseline record, optimized record)])."""
     names = (BASELINE, optimized)
-    per_gpu = query.article_batch(records, names)
-    if per_gpu is None:
+    mine, setting = comparable(records, names)
+    if setting is None:
         return i18n.t(lang, "no_pair"), [], []
-    mine = [r for r in records if r.case["name"] in names and r.case["batch_size"] == per_gpu]
+    per_gpu = setting[2]
     ok = {n: query.by_name_and_gpus(mine, n) for n in names}
     tried = {n: {r.case["gpus"]: r for r in sorted(mine, key=lambda r: r.started_at) if r.case["name"] == n}
              for n in names}
@@ -54,7 +54,16 @@ def article_table(records: list[Record], lang: str, optimized: str = "seed-optim
         improvement = f"{stats.improvement_pct(b, o):+.1f}%" if b and o else "-"
         rows.append([str(n), f"{per_gpu * n:,}", fmt(b), fmt(o), improvement])
         pairs.append((n, ok[names[0]].get(n), ok[names[1]].get(n)))
+    notes = wrap(i18n.t(lang, "setting", model=setting[0], px=setting[1], batch=per_gpu)) + notes
     return table(rows, i18n.t(lang, "seed_cols"), ("right",) * 5), notes, pairs
+
+
+def comparable(records: list[Record], names: tuple[str, ...]) -> tuple[list[Record], tuple | None]:
+    """These recipes' records at the article table's one setting (model, image size, per-GPU batch)."""
+    setting = query.article_setting(records, names)
+    mine = [r for r in records if r.case["name"] in names
+            and (r.case["model"], r.case["image_size"], r.case["batch_size"]) == setting]
+    return mine, setting
 
 
 def details_table(pairs: list, lang: str) -> tuple[str, list[str]]:
@@ -82,7 +91,8 @@ EXTRA_HEADINGS = ["Baseline efficiency", "Optimized efficiency", "Baseline noise
 
 def seed_rows(records: list[Record], optimized: str = "seed-optimized", baseline: str = BASELINE) -> list[list]:
     """Every column of the seed table, one row per GPU count (--wide and the CSV export)."""
-    base, opt = query.by_name_and_gpus(records, baseline), query.by_name_and_gpus(records, optimized)
+    mine, _ = comparable(records, (baseline, optimized))
+    base, opt = query.by_name_and_gpus(mine, baseline), query.by_name_and_gpus(mine, optimized)
     rows = []
     for n in sorted(set(base) | set(opt)):
         b, o = base.get(n), opt.get(n)

@@ -44,22 +44,27 @@ def _order(records: list[Record]) -> list[Record]:
 
 
 def cases_table(records: list[Record], lang: str) -> tuple[str, list[str]]:
+    """One row per case, every row one line (Markdown renders it as written): what tells apart cases
+    of one recipe, a deliberate slowdown and a failure's reason are keyed notes under the table."""
     labels = short_labels(records)
-    rows, notes = [], []
+    rows, notes, keys = [], [], {}
     for r in _order(records):
         m = r.metrics
-        label = labels[r.case_id] + ("^" if r.rederived else "" if r.current else "*")
-        if r.slowed_pct:
-            label += f" (slowed {r.slowed_pct:g}%)"
+        label = r.case["name"] + ("^" if r.rederived else "" if r.current else "*")
+        extra = labels[r.case_id][len(r.case["name"]):].strip()
+        extra += f" (slowed {r.slowed_pct:g}% on purpose)" if r.slowed_pct else ""
+        if not r.ok:
+            extra += f"{'; ' if extra else ''}{r.status}: {r.data.get('reason', '')}"
+        if extra:
+            key = keys.setdefault((r.case["name"], extra), f"[{len(keys) + 1}]")
+            label += f" {key}"
         bound = i18n.word(lang, diagnosis(r).get("verdict", "")) if r.ok else i18n.word(lang, r.status)
         rows.append([r.sweep, label, str(r.case["gpus"]), fmt(r.images_per_s) if r.ok else "-",
                      noise(m) if r.ok and r.ci95 else "-", _stall(m) if r.ok else "-", bound or "-"])
-        if not r.ok:
-            notes += wrap(f"- {labels[r.case_id]}: {r.status}: {r.data.get('reason', '')}"[:600])
+    notes += [ln for (name, extra), key in keys.items() for ln in wrap(f"- {key} {name}: {extra}")]
     if any(not r.current or r.rederived for r in records):
         notes.append(i18n.t(lang, "old_mark"))
-    return table(rows, i18n.t(lang, "cases_cols"), ("left", "left", "right", "right", "right", "right", "left"),
-                 [12, 40, None, None, None, None, 14]), notes
+    return table(rows, i18n.t(lang, "cases_cols"), ("left", "left", "right", "right", "right", "right", "left")), notes
 
 
 FULL_COLUMNS = ["sweep", "case", "GPUs", "batch/GPU", "batch (global)", "configuration", "status",

@@ -50,11 +50,13 @@ def summary_lines(records: list[Record], evals: list, lang: str) -> list[str]:
     current = [r for r in _judgeable(records) if r.current]
     judged = current or _judgeable(records)  # only older records here: shown, marked *
     mark = "" if current else "*"
-    for n in sorted({r.case["gpus"] for r in judged}):
-        top = max((r for r in judged if r.case["gpus"] == n), key=lambda r: r.images_per_s)
-        lines += wrap("- " + i18n.t(lang, "best_found", label=f"{labels[top.case_id]}{mark} ({describe(top.case)}, "
-                                                               f"{n} GPU(s))", ips=fmt(top.images_per_s),
-                                    sweep=top.sweep))
+    # ranked only among comparable cases: one model and image size at one GPU count
+    for model, px, n in sorted({(r.case["model"], r.case["image_size"], r.case["gpus"]) for r in judged}):
+        top = max((r for r in judged if (r.case["model"], r.case["image_size"], r.case["gpus"]) == (model, px, n)),
+                  key=lambda r: r.images_per_s)
+        lines += wrap("- " + i18n.t(lang, "best_found", label=f"{labels[top.case_id]}{mark} ({model}, {px} px, "
+                                                               f"{describe(top.case)}, {n} GPU(s))",
+                                    ips=fmt(top.images_per_s), sweep=top.sweep))
     for many in sorted(judged, key=lambda r: (r.case["name"], r.case["gpus"])):
         n = many.case["gpus"]
         # against one GPU at exactly the same settings: the case differs in its GPU count alone
@@ -116,7 +118,10 @@ def targets_section(records: list[Record], lang: str) -> list[str]:
 
 def _render_group(records: list[Record], lang: str, plot_files: list, wide: bool = False,
                   assumed: dict | None = None) -> str:
-    out = []
+    unreliable = getattr(assumed, "unreliable", {})
+    out = [ln for run in query.runs_of(records) if run in unreliable
+           for ln in wrap("**" + i18n.t(lang, "unreliable", run=run, why=unreliable[run]) + "**")]
+    out += [""] if out else []
     for optimized, title in (("seed-optimized", "seed_title"), ("best", "best_title")):
         if optimized == "best" and not any(r.case["name"] == "best" for r in records):
             continue

@@ -10,7 +10,6 @@ named; records made under an older metric definition are labelled and left out o
 from __future__ import annotations
 
 import json
-import statistics
 from pathlib import Path
 
 from . import tree
@@ -18,7 +17,7 @@ from .record import InvalidRecord, Record, from_dict, from_file
 from .rederive import rederive
 
 __all__ = ["Record", "load", "wrap", "select", "latest", "group", "runs_of", "run_manifests", "latest_status",
-           "newest_commit", "by_name_and_gpus", "fastest", "article_batch", "commit_matches"]
+           "newest_commit", "by_name_and_gpus", "fastest", "article_setting", "article_batch", "commit_matches"]
 
 
 def wrap(d: dict) -> Record:
@@ -143,8 +142,21 @@ def run_manifests(records: list[Record]) -> dict[str, dict]:
 
 
 
+ARTICLE_MODEL = "resnet50"
+
+
+def article_setting(records: list[Record], names: tuple[str, ...]) -> tuple[str, int, int] | None:
+    """(model, image size, per-GPU batch) of the article's table among these recipes' records: a table
+    never mixes them. The article's ResNet-50 first, then the setting most records ran at (a run at
+    another batch, an OOM probe say, or a search's small model is not a cell of it)."""
+    settings = [(r.case["model"], r.case["image_size"], r.case["batch_size"]) for r in records if r.case["name"] in names]
+    if not settings:
+        return None
+    counts = {s: settings.count(s) for s in settings}
+    return max(counts, key=lambda s: (s[0] == ARTICLE_MODEL, counts[s], s[1], s[2]))
+
+
 def article_batch(records: list[Record], names: tuple[str, ...]) -> int | None:
-    """The per-GPU batch of the article's table: the one most of these recipes' records ran at (a run
-    at another batch, an OOM probe say, is not a cell of it)."""
-    sizes = [r.case["batch_size"] for r in records if r.case["name"] in names]
-    return statistics.mode(sizes) if sizes else None
+    """The per-GPU batch of the article's table (article_setting)."""
+    setting = article_setting(records, names)
+    return setting[2] if setting else None
