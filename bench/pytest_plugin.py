@@ -49,13 +49,18 @@ def pytest_generate_tests(metafunc):
     """Each planned case a test, its parameter the case id (a string pytest-benchmark stores as is)."""
     if "bench_case" in metafunc.fixturenames:
         planned = planned_cases()
+        _PLANNED.update((c.case_id, c) for _, c in planned)
         metafunc.parametrize("bench_sweep,bench_case", [(s, c.case_id) for s, c in planned],
                              ids=[f"{s}:{c.case_id.rsplit('-', 1)[0]}" for s, c in planned])
 
 
+_PLANNED: dict = {}
+"""Case id -> the case it names, for the tests generated in this session."""
+
+
 def case_of(case_id: str):
     """The planned case a test's parameter names."""
-    return next(c for _, c in planned_cases() if c.case_id == case_id)
+    return _PLANNED[case_id]
 
 
 @pytest.fixture(scope="session")

@@ -145,10 +145,10 @@ def evaluate(claim: Claim, records: list[query.Record], include_old: bool = Fals
 def _evaluate_table(claim: Claim, records: list[query.Record], assumed: dict) -> dict:
     parts, judged, files = [], [], []
     names = ("seed-baseline", "seed-optimized")
-    batch = query.article_batch(records, names)  # the same per-GPU batch as the report's seed table
+    cells, _ = query.article_cells(records, names)  # the cells of the report's seed table
     for gpus, published in sorted(claim.extra["published_pct"].items()):
-        pick = {name: next((r for r in records if r.case["name"] == name and r.case["gpus"] == gpus
-                            and r.case["batch_size"] == batch), None) for name in names}
+        pick = {name: next((r for r in cells if r.case["name"] == name and r.case["gpus"] == gpus), None)
+                for name in names}
         a, b = pick["seed-baseline"], pick["seed-optimized"]
         if not (a and b):
             parts.append(f"{gpus} GPUs: not stored")

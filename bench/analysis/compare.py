@@ -114,11 +114,14 @@ def _row(a: Record | None, b: Record | None, assumed: dict, include_old: bool) -
         old = not (a.current and b.current)
         row.update(delta_pct=c["delta_pct"], noise_pct=c["noise_pct"], verdict=c["verdict"],
                    note="older metric definition" if old else c["assumed"])
+    elif a and a.ok and b:
+        row.update(verdict=FAILED_IN_B, note=f"{b.status}: {b.data.get('reason', '')}"[:200])
     elif a and a.ok:
-        row.update(verdict=FAILED_IN_B, note=f"{b.status}: {b.data.get('reason', '')}"[:200]) if b else \
-            row.update(verdict=NOT_IN_BOTH, note="only in a")
+        row.update(verdict=NOT_IN_BOTH, note="only in a")
+    elif b and b.ok and a:
+        row.update(verdict=FAILED_IN_A, note=f"{a.status} in a")
     elif b and b.ok:
-        row.update(verdict=FAILED_IN_A, note=f"{a.status} in a") if a else row.update(verdict=NOT_IN_BOTH, note="only in b")
+        row.update(verdict=NOT_IN_BOTH, note="only in b")
     else:
         row.update(verdict=NEITHER if a and b else NOT_IN_BOTH, note=f"{(b or a).status} in {'b' if b else 'a'}")
     return row

@@ -27,7 +27,7 @@ def article_table(records: list[Record], lang: str, optimized: str = "seed-optim
     """The article's five columns exactly, numbers right-aligned; each missing cell says why in a note.
     Returns (table, notes, [(GPUs, baseline record, optimized record)])."""
     names = (BASELINE, optimized)
-    mine, setting = comparable(records, names)
+    mine, setting = query.article_cells(records, names)
     if setting is None:
         return i18n.t(lang, "no_pair"), [], []
     per_gpu = setting[2]
@@ -58,14 +58,6 @@ def article_table(records: list[Record], lang: str, optimized: str = "seed-optim
     return table(rows, i18n.t(lang, "seed_cols"), ("right",) * 5), notes, pairs
 
 
-def comparable(records: list[Record], names: tuple[str, ...]) -> tuple[list[Record], tuple | None]:
-    """These recipes' records at the article table's one setting (model, image size, per-GPU batch)."""
-    setting = query.article_setting(records, names)
-    mine = [r for r in records if r.case["name"] in names
-            and (r.case["model"], r.case["image_size"], r.case["batch_size"]) == setting]
-    return mine, setting
-
-
 def details_table(pairs: list, lang: str) -> tuple[str, list[str]]:
     """Efficiency and the 95% interval of each cell of the article's table, and what ran."""
     one_b = next((b for n, b, _ in pairs if n == 1 and b), None)
@@ -91,7 +83,7 @@ EXTRA_HEADINGS = ["Baseline efficiency", "Optimized efficiency", "Baseline noise
 
 def seed_rows(records: list[Record], optimized: str = "seed-optimized", baseline: str = BASELINE) -> list[list]:
     """Every column of the seed table, one row per GPU count (--wide and the CSV export)."""
-    mine, _ = comparable(records, (baseline, optimized))
+    mine, _ = query.article_cells(records, (baseline, optimized))
     base, opt = query.by_name_and_gpus(mine, baseline), query.by_name_and_gpus(mine, optimized)
     rows = []
     for n in sorted(set(base) | set(opt)):

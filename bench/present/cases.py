@@ -12,19 +12,25 @@ from . import i18n
 from .text import fmt, table, wrap
 
 
-def short_labels(records: list[Record]) -> dict[str, str]:
-    """Case id -> its recipe name, plus the knobs that tell apart records sharing that name."""
+def distinguishing(records: list[Record]) -> dict[str, str]:
+    """Case id -> the knobs that tell it apart from records sharing its recipe name ('' where none do)."""
     by_name: dict = {}
     for r in records:
         by_name.setdefault(r.case["name"], []).append(r)
-    labels = {}
-    for name, recs in by_name.items():
+    out = {}
+    for recs in by_name.values():
         keys = sorted({k for a in recs for b in recs for k in differing_fields(a.case, b.case)} - {"gpus"})
         for r in recs:
             c = r.case
             knobs = [("NHWC" if c[k] else "NCHW") if k == "channels_last" else f"{k}={c[k]}" for k in keys]
-            labels[r.case_id] = name + (f" [{', '.join(knobs)}]" if knobs else "")
-    return labels
+            out[r.case_id] = f"[{', '.join(knobs)}]" if knobs else ""
+    return out
+
+
+def short_labels(records: list[Record]) -> dict[str, str]:
+    """Case id -> its recipe name, plus the knobs that tell apart records sharing that name."""
+    names = {r.case_id: r.case["name"] for r in records}
+    return {case_id: names[case_id] + (f" {k}" if k else "") for case_id, k in distinguishing(records).items()}
 
 
 def diagnosis(r: Record) -> dict:
@@ -46,12 +52,12 @@ def _order(records: list[Record]) -> list[Record]:
 def cases_table(records: list[Record], lang: str) -> tuple[str, list[str]]:
     """One row per case, every row one line (Markdown renders it as written): what tells apart cases
     of one recipe, a deliberate slowdown and a failure's reason are keyed notes under the table."""
-    labels = short_labels(records)
+    knobs = distinguishing(records)
     rows, notes, keys = [], [], {}
     for r in _order(records):
         m = r.metrics
         label = r.case["name"] + ("^" if r.rederived else "" if r.current else "*")
-        extra = labels[r.case_id][len(r.case["name"]):].strip()
+        extra = knobs[r.case_id]
         extra += f" (slowed {r.slowed_pct:g}% on purpose)" if r.slowed_pct else ""
         if not r.ok:
             extra += f"{'; ' if extra else ''}{r.status}: {r.data.get('reason', '')}"

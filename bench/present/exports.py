@@ -11,7 +11,7 @@ from ..core import stats
 from ..core.labels import describe
 from ..store import query
 from ..store.record import Record
-from .article import BASELINE, comparable
+from .article import BASELINE
 from .cases import diagnosis
 
 
@@ -21,7 +21,7 @@ def _ci(r: Record | None) -> tuple[float | None, float | None]:
 
 
 def record_row(r: Record, latest: bool) -> dict:
-    m, env, ok = r.metrics, r.data.get("env") or {}, r.ok
+    m, env, ok, d = r.metrics, r.data.get("env") or {}, r.ok, diagnosis(r)
     low, high = _ci(r)
     row = {"machine": r.machine, "commit": r.commit, "commit_full": r.full_commit, "dirty": r.dirty,
            "run_id": r.run_id, "sweep": r.sweep, "case_id": r.case_id, "stored_case_id": r.stored_id,
@@ -36,7 +36,7 @@ def record_row(r: Record, latest: bool) -> dict:
            "step_time_median_ms": 1000 * m["step_time_median_s"] if ok else None,
            "peak_memory_gib": m["peak_memory_bytes"] / 2**30 if ok and m.get("peak_memory_bytes") else None,
            "allreduce_calls_per_step": m.get("allreduce_calls_per_step"),
-           "mfu_pct": diagnosis(r).get("mfu_pct"), "bound_by": diagnosis(r).get("verdict") or "",
+           "mfu_pct": d.get("mfu_pct"), "bound_by": d.get("verdict") or "",
            "gpu_model": env.get("gpu_model") or "", "gpu_count": env.get("gpu_count") or 0,
            "torch": env.get("torch") or "", "cuda": env.get("cuda") or "", "dali": env.get("dali") or ""}
     for k, v in r.case.items():  # every knob, by its field name
@@ -61,7 +61,7 @@ def seed_frame(records: list[Record], optimized: str = "seed-optimized") -> pd.D
     """The seed table per machine and commit (latest runs), numbers as numbers."""
     rows = []
     for (machine, commit), recs in query.group(records, "machine", "commit").items():
-        mine, setting = comparable(query.latest(recs), (BASELINE, optimized))
+        mine, setting = query.article_cells(query.latest(recs), (BASELINE, optimized))
         if setting is None:
             continue
         base, opt = query.by_name_and_gpus(mine, BASELINE), query.by_name_and_gpus(mine, optimized)

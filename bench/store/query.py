@@ -17,7 +17,7 @@ from .record import InvalidRecord, Record, from_dict, from_file
 from .rederive import rederive
 
 __all__ = ["Record", "load", "wrap", "select", "latest", "group", "runs_of", "run_manifests", "latest_status",
-           "newest_commit", "by_name_and_gpus", "fastest", "article_setting", "article_batch", "commit_matches"]
+           "newest_commit", "by_name_and_gpus", "fastest", "article_setting", "article_cells", "commit_matches"]
 
 
 def wrap(d: dict) -> Record:
@@ -156,7 +156,8 @@ def article_setting(records: list[Record], names: tuple[str, ...]) -> tuple[str,
     return max(counts, key=lambda s: (s[0] == ARTICLE_MODEL, counts[s], s[1], s[2]))
 
 
-def article_batch(records: list[Record], names: tuple[str, ...]) -> int | None:
-    """The per-GPU batch of the article's table (article_setting)."""
+def article_cells(records: list[Record], names: tuple[str, ...]) -> tuple[list[Record], tuple | None]:
+    """These recipes' records at the article table's one setting (article_setting), and the setting."""
     setting = article_setting(records, names)
-    return setting[2] if setting else None
+    return [r for r in records if r.case["name"] in names
+            and (r.case["model"], r.case["image_size"], r.case["batch_size"]) == setting], setting
