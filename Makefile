@@ -3,6 +3,7 @@
 # make report [TABLE_LANG=zh]                                                       tables from stored results
 # make recommend [GPUS=N] [BUDGET=10m] [DATA=dir]                               the fastest configuration here, as a script
 # make compare A=<commit|run> B=<commit|run> [FAIL_UNDER=5] [FORCE=1] [COMPARE_ARGS=...]  deltas judged against noise
+# make ab A=<commit|folder> B=<commit|folder> [AB_SWEEP=amp] [ONLY=patterns] [AB_ARGS=...]  both measured side by side
 #
 # Uses the current python3 as it is when it already imports what the suite needs (GPU images with
 # torch preinstalled); otherwise makes .venv and installs environments/requirements-$(ENV).txt.
@@ -21,6 +22,11 @@ PYTHON := $(VENV)/bin/python
 SETUP := $(STAMP)
 endif
 
+# bytecode cached outside the tree, also where the image forbids writing it (one H200 image sets
+# PYTHONDONTWRITEBYTECODE and ships no .pyc: torch then takes 8 s to import instead of 3)
+export PYTHONPYCACHEPREFIX ?= $(HOME)/.cache/gpu-bench/pycache
+unexport PYTHONDONTWRITEBYTECODE
+
 SWEEP ?= default
 GPUS ?=
 DATA ?=
@@ -29,7 +35,7 @@ BENCH_ARGS ?=
 
 BUDGET ?= 10m
 
-.PHONY: bench test report compare env setup recommend
+.PHONY: bench test report compare ab env setup recommend
 bench: $(SETUP)
 	$(PYTHON) -m bench sweep $(SWEEP) $(if $(GPUS),--gpus $(GPUS)) $(if $(DATA),--data $(DATA)) $(BENCH_ARGS)
 
@@ -46,6 +52,9 @@ report: $(SETUP)
 # line carries the command's own exit code
 compare: $(SETUP)
 	$(PYTHON) -m bench compare $(A) $(B) $(if $(FAIL_UNDER),--fail-under $(FAIL_UNDER)) $(if $(FORCE),--force) $(COMPARE_ARGS)
+
+ab: $(SETUP)
+	$(PYTHON) -m bench ab $(A) $(B) $(AB_SWEEP) $(if $(ONLY),--only '$(ONLY)') $(AB_ARGS)
 
 env: $(SETUP)
 	$(PYTHON) -m bench env

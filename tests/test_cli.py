@@ -127,7 +127,7 @@ def stand_in_runner(monkeypatch):
     from bench.harness import records
     calls = []
 
-    def fake_run(case, dist=None):
+    def fake_run(case, dist=None, then=None):
         calls.append(case)
         return {"status": "skipped", "reason": "stand-in", "wall_s": 1.0, "metrics": {}, "ranks": []}
     monkeypatch.setattr(records, "run_case", fake_run)
@@ -211,7 +211,7 @@ def test_a_real_loader_is_judged_by_its_own_processes_not_the_synthetic_floor(mo
     from bench.harness import records
     figures = iter([1000.0, 1100.0, 1000.0, 1100.0])
 
-    def fake_run(case, dist=None):
+    def fake_run(case, dist=None, then=None):
         ips = next(figures)
         return {"status": "ok", "reason": "", "wall_s": 1.0, "ranks": [],
                 "metrics": {"images_per_s": ips, "images_per_s_per_gpu": ips, "window_rel_se": 0.0,

@@ -51,5 +51,6 @@ def test_a_runs_noise_floor_processes_give_the_floor_its_expected_time(tmp_path)
                                     "noise_floor_end": {"process_wall_s": [8.5, 7.5], "case": {"name": "noise-floor", "gpus": 1}}}))
     records, _ = query.load([tmp_path / "m"])
     times = plan.per_process_times(records)
-    assert times[("noise-floor", 1)] == {"outside_windows_s": 8.0, "step_s": None}  # median of five processes
-    assert times[("loader-torch", 1)] == {"outside_windows_s": pytest.approx(16.0), "step_s": pytest.approx(0.1)}
+    assert times[("noise-floor", 1)] == {"outside_windows_s": 8.0, "step_s": None, "windows_pct": None}  # median of five processes
+    assert times[("loader-torch", 1)] == {"outside_windows_s": pytest.approx(16.0), "step_s": pytest.approx(0.1),
+                                          "windows_pct": None}

@@ -66,6 +66,8 @@ class Comparison:
     threshold_pct: float | None = None
     require_same_cases: bool = False
     regressed: list[dict] = field(default_factory=list)
+    method: str = "against both sides' 95% intervals"
+    """How each verdict weighed the change against the noise."""
 
     @property
     def exit_code(self) -> int:
@@ -75,7 +77,7 @@ class Comparison:
         counts: dict = {}
         for r in self.rows:
             counts[r["verdict"]] = counts.get(r["verdict"], 0) + 1
-        return {"kind": self.kind, "a": self.a, "b": self.b, "threshold_pct": self.threshold_pct,
+        return {"kind": self.kind, "method": self.method, "a": self.a, "b": self.b, "threshold_pct": self.threshold_pct,
                 "require_same_cases": self.require_same_cases, "counts": counts,
                 "regressed": [r["case"] for r in self.regressed], "exit_code": self.exit_code}
 
@@ -157,13 +159,13 @@ def to_json(c: Comparison, root: str | Path = "") -> dict:
     """The comparison as data: its summary and every case; files named relative to the results root,
     so the JSON travels."""
     keep = ("case", "sweep", "a_images_per_s", "b_images_per_s", "delta_pct", "noise_pct", "verdict", "note",
-            "a_file", "b_file")
+            "a_file", "b_file", "pairs", "ci95_pct", "df", "a_images_per_s_processes", "b_images_per_s_processes")
     root = str(Path(root).resolve()) if root else ""
 
     def rel(v):
         return v[len(root):].lstrip("/") if root and isinstance(v, str) and v.startswith(root) else v
     return {"summary": c.summary(),
-            "cases": [{k: rel(r.get(k)) if k.endswith("_file") else r.get(k) for k in keep} for r in c.rows]}
+            "cases": [{k: rel(r.get(k)) if k.endswith("_file") else r.get(k) for k in keep if k in r} for r in c.rows]}
 
 
 def write_json(path: str | Path, doc: dict) -> None:

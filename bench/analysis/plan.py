@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import statistics
 
+from ..core import phases
 from ..core.case import Case
 from ..store import query
 
@@ -47,14 +48,34 @@ def per_process_times(records: list[query.Record]) -> dict:
             if floor.get("process_wall_s") and floor.get("case"):
                 parts.setdefault((floor["case"]["name"], floor["case"]["gpus"]), []).extend(
                     (w, None) for w in floor["process_wall_s"])
+    shares: dict = {}
+    for r in records:
+        for p in r.data.get("processes") or []:
+            share = phases.windows_share_pct(p.get("phases_s") or {})
+            if share is not None:
+                shares.setdefault((r.case["name"], r.case["gpus"]), []).append(share)
+    for manifest in query.run_manifests(records).values():
+        for key in ("noise_floor", "noise_floor_end"):
+            floor = manifest.get(key) or {}
+            for p in floor.get("phases_s") or []:
+                share = phases.windows_share_pct(p)
+                if share is not None and floor.get("case"):
+                    shares.setdefault((floor["case"]["name"], floor["case"]["gpus"]), []).append(share)
     times = {}
     for k, v in parts.items():
         steps = [s for _, s in v if s is not None]
         # a whole time still holds its windows: used only where no record of the recipe split them out
         outside = [o for o, s in v if s is not None] or [o for o, _ in v]
         times[k] = {"outside_windows_s": statistics.median(outside),
-                    "step_s": statistics.median(steps) if steps else None}
+                    "step_s": statistics.median(steps) if steps else None,
+                    "windows_pct": statistics.median(shares[k]) if k in shares else None}
     return times
+
+
+def windows_pct(case: Case, times: dict) -> float | None:
+    """The stored share of this recipe's process time spent in measured windows (None where no stored
+    process kept its phases)."""
+    return (times.get((case.name, case.gpus)) or {}).get("windows_pct")
 
 
 def expected_s(case: Case, times: dict) -> float | None:

@@ -9,9 +9,9 @@ import sys
 
 from ..core.errors import BenchError
 from ..harness.signals import Stopped, terminate_as_interrupt
-from . import claims, compare, data, env, history, recommend, report, run, sweep
+from . import ab, claims, compare, data, env, history, recommend, report, run, sweep
 
-COMMANDS = (run, sweep, report, data, compare, history, claims, recommend, env)
+COMMANDS = (run, sweep, report, data, compare, ab, history, claims, recommend, env)
 
 
 def parser() -> argparse.ArgumentParser:

@@ -33,7 +33,7 @@ def command(a) -> int:
     reference = recipes.noise_reference(case.device)
     run.begin([case])
     with run:
-        run.measure_floor(reference, a.floor_processes)
-        stored = run_cases(run, [case], a.sweep_name)
+        run.measure_floor(reference, a.floor_processes, then=case)
+        stored = run_cases(run, [case], a.sweep_name, then=reference)
         run.measure_floor(reference, a.floor_end_processes, at="end")
     return 0 if stored and stored[0]["status"] in ("ok", "skipped") else FAILED

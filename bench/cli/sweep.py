@@ -92,9 +92,10 @@ def command(a) -> int:
     run.begin([c for _, cs in plans for c in cs])
     made, measured = [], {}
     with run:
-        run.measure_floor(reference, a.floor_processes)
-        for name, cases in plans:
-            made += run_cases(run, cases, name, resume=a.resume, measured=measured)
+        run.measure_floor(reference, a.floor_processes, then=next((c for _, cs in plans for c in cs), None))
+        for k, (name, cases) in enumerate(plans):
+            following = next((c for _, cs in plans[k + 1:] for c in cs), reference)
+            made += run_cases(run, cases, name, resume=a.resume, measured=measured, then=following)
         run.measure_floor(reference, a.floor_end_processes, at="end")
     print()
     if not made:

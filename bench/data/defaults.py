@@ -10,8 +10,14 @@ from .generate import make_dataset
 DEFAULT_CLASSES = 100
 
 
+def cache_root() -> Path:
+    """The suite's folder outside the repository for what it makes once and reuses: generated JPEGs,
+    and the workers' bytecode and compile caches."""
+    return Path(os.environ.get("BENCH_DATA_CACHE", Path.home() / ".cache" / "gpu-bench"))
+
+
 def default_data_dir() -> Path:
-    return Path(os.environ.get("BENCH_DATA_CACHE", Path.home() / ".cache" / "gpu-bench")) / "imagenet-like"
+    return cache_root() / "imagenet-like"
 
 
 def ensure_default_data(folder: Path, needed: int) -> None:

@@ -5,6 +5,7 @@ and turns the per-rank records (or their absence) into one status with a reason.
 """
 from __future__ import annotations
 
+import atexit
 import json
 import os
 import shutil
@@ -14,13 +15,15 @@ import sys
 import tempfile
 import time
 import uuid
+from dataclasses import dataclass
 from pathlib import Path
 
 from ..core import lifeline
 from ..core.case import Case
+from ..data.defaults import cache_root
 from .dist import DistArgs
 from .env import REPO_ROOT
-from .outcome import merge, tail
+from .outcome import merge, read_heartbeat, tail
 
 TOKEN_VAR = "BENCH_RUN_TOKEN"
 TOKEN_PREFIX_VAR = "BENCH_TOKEN_PREFIX"
@@ -116,44 +119,152 @@ def _alive(pid: int) -> bool:
     return True
 
 
-def run_case(case: Case, dist: DistArgs = DistArgs()) -> dict:
-    """Run the case; return status, reason, merged metrics and per-rank records."""
+START_AHEAD_VAR = "BENCH_START_AHEAD"
+"""`0` turns off starting the next process ahead (see run_case)."""
+PAST_THE_WINDOWS = ("after the windows", "teardown")
+
+
+@dataclass
+class _Process:
+    """One launched case process (a worker, or torchrun and its ranks) and its private folder."""
+    key: tuple
+    case: Case
+    dist: DistArgs
+    token: str
+    tmp: Path
+    proc: subprocess.Popen
+    command: list
+    spawned_at: float
+    go: Path | None
+
+    @property
+    def out(self) -> Path:
+        return self.tmp / "ranks"
+
+    def discard(self) -> None:
+        """End it and everything it started, and remove its folder."""
+        if self.proc.poll() is None or processes_with_token(self.token):
+            kill_all(self.proc, self.token)
+        shutil.rmtree(self.tmp, ignore_errors=True)
+
+
+_ahead: _Process | None = None
+"""The next process, started while the current one was past its measured windows, waiting to be told
+to go (imports done, no device touched)."""
+
+
+def _key(case: Case, dist: DistArgs, root: Path, env: dict) -> tuple:
+    return json.dumps(case.to_dict(), sort_keys=True), dist, str(root), tuple(sorted(env.items()))
+
+
+def _spawn(case: Case, dist: DistArgs, root: Path, env: dict, ahead: bool) -> _Process:
     token = os.environ.get(TOKEN_PREFIX_VAR, "") + uuid.uuid4().hex
+    tmp = Path(tempfile.mkdtemp(prefix=CASE_DIR_PREFIX))
+    (tmp / OWNER_FILE).write_text(str(os.getpid()))
+    case_file = tmp / "case.json"
+    case_file.write_text(json.dumps(case.to_dict()))
+    (tmp / "ranks").mkdir()
+    go = tmp / "go" if ahead else None
+    cmd = worker_command(case, case_file, tmp / "ranks", dist) + (["--go", str(go)] if go else [])
+    full_env = worker_env(case, root, env, token)
+    spawned_at = time.time()
+    with open(tmp / "launcher.log", "wb") as logf:
+        # its own session, so one signal reaches the whole group; the kernel kills it if we die
+        proc = subprocess.Popen(cmd, cwd=root, env=full_env, stdout=logf, stderr=subprocess.STDOUT,
+                                start_new_session=True, preexec_fn=lifeline.preexec)
+    return _Process(_key(case, dist, root, env), case, dist, token, tmp, proc, cmd, spawned_at, go)
+
+
+def worker_env(case: Case, root: Path, env: dict, token: str) -> dict:
+    """The variables a case's processes get: this process's, the case's token, the tree to import the
+    worker from, the caches kept between processes, the case's NCCL settings and the side's own."""
+    out = dict(os.environ, **{TOKEN_VAR: token, "PYTHONPATH": _pythonpath(root)})
+    out.setdefault("TORCHINDUCTOR_CACHE_DIR", str(cache_root() / "inductor"))
+    if "PYTHONPYCACHEPREFIX" not in out:
+        # compiled bytecode kept outside every tree: an image that forbids writing it (one H200 image sets
+        # PYTHONDONTWRITEBYTECODE and ships no .pyc) compiles torch at each start, 8 s instead of 3
+        out["PYTHONPYCACHEPREFIX"] = str(cache_root() / "pycache")
+        out.pop("PYTHONDONTWRITEBYTECODE", None)
+    out.update({k: str(v) for k, v in case.nccl_env})
+    out.update(env)
+    return out
+
+
+def discard_ahead() -> None:
+    """End the process started ahead, if any (the run ended, or the next case is another)."""
+    global _ahead
+    if _ahead is not None:
+        _ahead.discard()
+        _ahead = None
+
+
+atexit.register(discard_ahead)
+
+
+def _may_start_ahead(current: _Process) -> bool:
+    """The next process may start its imports once every local rank of the current one is past its
+    measured windows (past its timed extra windows too, where it has some): it never runs beside a
+    window. Not across nodes, whose rendezvous port two torchruns cannot share."""
+    if os.environ.get(START_AHEAD_VAR, "1") == "0" or current.dist.nnodes > 1 or current.dist.master_addr \
+            or current.dist.rdzv_endpoint:
+        return False
+    case = current.case
+    timed_extras = case.overhead_check or (case.strategy == "ddp" and case.gpus > 1)
+    wanted = ("teardown",) if timed_extras else PAST_THE_WINDOWS
+    ranks = range(case.gpus) if case.launcher == "torchrun" else range(1)
+    return all(read_heartbeat(current.out, r).get("phase") in wanted for r in ranks)
+
+
+def run_case(case: Case, dist: DistArgs = DistArgs(), root: Path | None = None, env: dict | None = None,
+             then: Case | None = None, then_root: Path | None = None, then_env: dict | None = None) -> dict:
+    """Run the case (its worker from the tree at `root`, this suite's by default, with `env` added);
+    return status, reason, merged metrics, per-rank records and the launcher's marks. `then`, the case
+    run next, is started ahead once this one is past its windows, so its interpreter and imports
+    overlap this one's teardown; it waits, touching no device, until this process has ended
+    (`then_root` and `then_env`: its tree and variables, where they are not this one's)."""
+    global _ahead
+    root, env = Path(root or REPO_ROOT), dict(env or {})
     reap_stale_case_folders()
-    with tempfile.TemporaryDirectory(prefix=CASE_DIR_PREFIX) as tmp:
-        tmp = Path(tmp)
-        (tmp / OWNER_FILE).write_text(str(os.getpid()))
-        case_file = tmp / "case.json"
-        case_file.write_text(json.dumps(case.to_dict()))
-        out = tmp / "ranks"
-        out.mkdir()
-        log = tmp / "launcher.log"
-        env = dict(os.environ, **{TOKEN_VAR: token, "PYTHONPATH": _pythonpath()})
-        env.update({k: str(v) for k, v in case.nccl_env})
-        cmd = worker_command(case, case_file, out, dist)
-        started = time.monotonic()
-        with open(log, "wb") as logf:
-            # its own session, so one signal reaches the whole group; the kernel kills it if we die
-            proc = subprocess.Popen(cmd, cwd=REPO_ROOT, env=env, stdout=logf, stderr=subprocess.STDOUT,
-                                    start_new_session=True, preexec_fn=lifeline.preexec)
-            timed_out = False
+    key = _key(case, dist, root, env)
+    if _ahead is not None and _ahead.key == key and _ahead.proc.poll() is None:
+        p, _ahead = _ahead, None
+        go_at = time.time()
+        p.go.touch()
+    else:
+        discard_ahead()
+        p = _spawn(case, dist, root, env, ahead=False)
+        go_at = p.spawned_at
+    started = time.monotonic()
+    timed_out = False
+    try:
+        while True:
             try:
-                proc.wait(timeout=case.timeout_s)
+                p.proc.wait(timeout=0.05)
+                break
             except subprocess.TimeoutExpired:
-                timed_out = True
-                kill_all(proc, token)
-            except BaseException:  # Ctrl-C: leave nothing running behind
-                kill_all(proc, token)
-                raise
-            if not timed_out and processes_with_token(token):
-                kill_all(proc, token)  # a rank that outlived torchrun
+                if time.monotonic() - started > case.timeout_s:
+                    timed_out = True
+                    kill_all(p.proc, p.token)
+                    break
+                if then is not None and _ahead is None and _may_start_ahead(p):
+                    _ahead = _spawn(then, dist, Path(then_root or root), env if then_env is None else dict(then_env),
+                                    ahead=True)
+        if not timed_out and processes_with_token(p.token):
+            kill_all(p.proc, p.token)  # a rank that outlived torchrun
+        ended_at = time.time()
         wall = time.monotonic() - started
-        result = merge(case, out, proc.returncode, timed_out, tail(log, 200), dist)
-        result["wall_s"] = wall
-        result["command"] = " ".join(cmd[1:])
-        return result
+        result = merge(case, p.out, p.proc.returncode, timed_out, tail(p.tmp / "launcher.log", 200), dist)
+    except BaseException:  # Ctrl-C: leave nothing running behind
+        p.discard()
+        discard_ahead()
+        raise
+    p.discard()
+    result["wall_s"] = wall
+    result["command"] = " ".join(p.command[1:])
+    result["launch_marks"] = {"spawned": p.spawned_at, "go": go_at, "ended": ended_at}
+    return result
 
 
-def _pythonpath() -> str:
-    parts = [str(REPO_ROOT)] + [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]
+def _pythonpath(root: Path) -> str:
+    parts = [str(root)] + [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]
     return os.pathsep.join(parts)

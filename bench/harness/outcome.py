@@ -57,6 +57,12 @@ def root_cause(launcher_lines: list[str]) -> tuple[int | None, int | None]:
     return (int(m.group(1)), int(m.group(2))) if m else (None, None)
 
 
+def exit_codes(launcher_lines: list[str]) -> dict[int, int]:
+    """Every rank torchrun lists as failed, with its exit code (a negative one is a signal)."""
+    text = "\n".join(launcher_lines)
+    return {int(r): int(c) for r, c in re.findall(r"^\s*rank\s*:\s*(\d+).*\n\s*exitcode\s*:\s*(-?\d+)", text, re.M)}
+
+
 def exit_text(code: int | None) -> str:
     """`exit code 3`, or the signal's name for a negative code (`killed by SIGKILL`)."""
     if code is None:
@@ -133,7 +139,10 @@ def merge(case: Case, out: Path, returncode, timed_out: bool, launcher_tail: lis
             dead, code, who = None, returncode, f"the launcher (torchrun) was {exit_text(returncode)}"
         else:
             if dead is None or dead in seen:
+                # torchrun's first failure was a rank that still wrote its record (its echo): the one that
+                # left none died first, with its own exit code where torchrun lists it
                 dead = next(i for i in local if i not in seen)
+                code = exit_codes(launcher_tail).get(dead, code) if case.launcher == "torchrun" else code
             who = f"rank {dead} died ({exit_text(code)})"
         beat = read_heartbeat(out, first_rank if dead is None else dead)
         lines = meaningful(tail(out / f"rank{dead}.stderr", 200)) if dead is not None else []

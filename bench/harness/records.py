@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 
 from ..analysis.diagnose import diagnose
-from ..core import stats
+from ..core import phases, stats
 from ..core.case import Case
 from ..store.record import DEFINITIONS, SCHEMA
 from ..store.tree import Store, commit_folder
@@ -31,6 +31,7 @@ def assemble(case: Case, result: dict, sweep: str, env: dict, started_at: str, p
         "started_at": started_at, "wall_s": result.get("wall_s"), "metrics": result.get("metrics", {}),
         "ranks": result.get("ranks", []), "stderr_tail": result.get("stderr_tail", []),
         "launch_command": result.get("command", ""),
+        "phases_s": phases.total([p["phases_s"] for p in result.get("processes", [])]),
     }
     slowdown = {r.get("injected_slowdown_pct") for r in record["ranks"]} - {None, 0, 0.0}
     if slowdown:  # a deliberately slowed run (a test of the comparison) says so in every record
@@ -46,15 +47,23 @@ def process_summary(result: dict) -> dict:
             "images_per_s_repeats": m.get("images_per_s_repeats"), "input_stall_pct": m.get("input_stall_pct"),
             "data_wait_pct": m.get("data_wait_pct"), "wall_s": result.get("wall_s"),
             "host_cpu_busy_pct": m.get("host_cpu_busy_pct"), "host_cpu_steal_pct": m.get("host_cpu_steal_pct"),
-            "windows_s": [r.get("windows_s") for r in result.get("ranks", [])]}
+            "windows_s": [r.get("windows_s") for r in result.get("ranks", [])], "phases_s": phases_of(result)}
 
 
-def measure(case: Case, processes: int, floor: dict | None, dist: DistArgs = DistArgs()) -> dict:
+def phases_of(result: dict) -> dict:
+    """Where this process's time went (core/phases.py), from rank 0's marks and the launcher's."""
+    ranks = result.get("ranks") or [{}]
+    return phases.process_phases(ranks[0].get("phase_marks") or {}, result.get("launch_marks") or {})
+
+
+def measure(case: Case, processes: int, floor: dict | None, dist: DistArgs = DistArgs(),
+            then: Case | None = None) -> dict:
     """The case in `processes` fresh process sets, one after another. Its figure is the median of
-    theirs, with the 95% interval of stats.ci95; the first that fails decides the case's status."""
+    theirs, with the 95% interval of stats.ci95; the first that fails decides the case's status.
+    `then`: the case the caller runs next, started ahead (harness/launch.py)."""
     runs = []
     for i in range(processes):
-        result = run_case(case, dist)
+        result = run_case(case, dist, then=case if i + 1 < processes else then)
         runs.append(result)
         if result["status"] != "ok":
             if processes > 1:
@@ -91,8 +100,13 @@ def summary_line(record: dict) -> str:
     stall = m.get("input_stall_pct")
     return (f"  ok: {m['images_per_s']:,.1f} images/s ({m['images_per_s_per_gpu']:,.1f} per {unit}), {noise}, "
             + (f"input stall {stall:.1f}%, " if stall is not None else f"data wait {m['data_wait_pct']:.1f}%, ") +
-            f"step {m['step_time_median_s'] * 1000:.1f} ms, case {record['wall_s']:.0f} s"
+            f"step {m['step_time_median_s'] * 1000:.1f} ms, case {record['wall_s']:.0f} s{_windows_share(record)}"
             + (f"; {d['verdict']}: {d['evidence']}" if d.get("verdict") else ""))
+
+
+def _windows_share(record: dict) -> str:
+    share = phases.windows_share_pct(record.get("phases_s") or {})
+    return "" if share is None else f" ({share:.0f}% in measured windows)"
 
 
 def reused(record: dict, sweep: str) -> dict:

@@ -8,13 +8,13 @@ import sys
 import time
 
 from ..analysis import plan
-from ..core import stats
+from ..core import phases, stats
 from ..core.case import Case
 from ..core.labels import duration
 from ..store import query
 from ..store.tree import Store, commit_folder, new_run_id, save_fallback
 from . import env as envmod
-from . import records
+from . import launch, records
 from .checks import check_data, check_gpus, check_nodes
 from .dist import DistArgs
 from .signals import terminate_as_interrupt
@@ -58,25 +58,28 @@ class Run:
         if self.stores:
             self.store.save_run(self.manifest)
 
-    def measure_floor(self, reference: Case, n: int, at: str = "start") -> dict | None:
-        """The reference case in n fresh processes; their spread is this run's noise floor."""
+    def measure_floor(self, reference: Case, n: int, at: str = "start", then: Case | None = None) -> dict | None:
+        """The reference case in n fresh processes; their spread is this run's noise floor. `then`: the
+        case run after it, started ahead."""
         if n < 2:
             return None
         print(f"noise floor ({at} of run {self.run_id}): {reference.case_id} in {n} fresh processes",
               file=self.out, flush=True)
-        figures, walls, reason = [], [], ""
-        for _ in range(n):
-            r = records.run_case(reference, self.dist)
+        figures, walls, phases, reason = [], [], [], ""
+        for i in range(n):
+            print(f"  process {i + 1} of {n}", file=self.out, flush=True)
+            r = records.run_case(reference, self.dist, then=reference if i + 1 < n else then)
+            phases.append(records.phases_of(r))
             if r.get("wall_s"):
                 walls.append(r["wall_s"])
             if r["status"] != "ok":
                 reason = f"{r['status']}: {r['reason']}"
                 break
             figures.append(r["metrics"]["images_per_s"])
-        return self.adopt_floor(reference, figures if len(figures) == n else [], reason, at, walls)
+        return self.adopt_floor(reference, figures if len(figures) == n else [], reason, at, walls, phases)
 
     def adopt_floor(self, reference: Case, figures: list[float], reason: str = "", at: str = "start",
-                    walls: list[float] | None = None) -> dict:
+                    walls: list[float] | None = None, phases: list[dict] | None = None) -> dict:
         """Keep these fresh-process figures of the reference case as the run's noise floor (and print it);
         `walls`, each process's seconds, let a later --dry-run say what a floor costs here."""
         n = len(figures)
@@ -84,6 +87,8 @@ class Run:
                  "case_id": reference.case_id, "case": reference.to_dict()}
         if walls:
             floor["process_wall_s"] = walls
+        if phases:
+            floor["phases_s"] = phases
         key = "noise_floor" if at == "start" else "noise_floor_end"
         self.manifest[key] = floor
         if at == "start" and "rel_sd" in floor:
@@ -96,6 +101,7 @@ class Run:
         return floor
 
     def finish(self, interrupted: bool = False) -> None:
+        launch.discard_ahead()
         self.manifest.update(finished_at=now_iso(), interrupted=interrupted)
         try:
             self.save()
@@ -115,12 +121,13 @@ def now_iso() -> str:
 
 
 def run_cases(run: Run, cases: list[Case], sweep: str, resume: bool = False, measured: dict | None = None,
-              processes: int | None = None, header: bool = True) -> list[dict]:
+              processes: int | None = None, header: bool = True, then: Case | None = None) -> list[dict]:
     """Run each case in fresh processes and store it as soon as it exists. `resume` skips the cases
     this commit already stored as ok in this sweep; `measured` (case id -> record) carries the cases an
     earlier sweep of the same run measured, so an identical case is not run twice; `processes`
     overrides the run's processes per case; `header` False leaves out the sweep's opening and closing
-    lines (a search that runs its cases one at a time)."""
+    lines (a search that runs its cases one at a time); `then`, the case run after these, is started
+    ahead like each next case of the list."""
     run.begin(cases)
     out, store = run.out, run.store
     device = "cuda" if any(c.device == "cuda" for c in cases) else "cpu"
@@ -156,14 +163,17 @@ def run_cases(run: Run, cases: list[Case], sweep: str, resume: bool = False, mea
             say(f"{where} ({clock.status(cases[i - 1:])})" if header
                 else case.case_id + (f" ({processes} processes)" if processes > 1 else ""))
             started = now_iso()
-            result = records.measure(case, processes, run.floor, run.dist)
+            result = records.measure(case, processes, run.floor, run.dist, then=cases[i] if i < len(cases) else then)
             clock.taken.append(plan.seconds_per_process(result))
             done.append(_keep(run, records.assemble(case, result, sweep, run.env, started, peak, run.run_id)))
             if measured is not None:
                 measured[case.case_id] = done[-1]
             say(records.summary_line(done[-1]))
     if header:
-        say(f"sweep {sweep!r} finished in {duration(time.monotonic() - clock.t0)}")
+        spent = phases.total([p.get("phases_s") or {} for r in done if not r.get("reused_from_sweep")
+                              for p in r.get("processes") or []])
+        line = phases.summary_text(spent, sum(len(r.get("processes") or []) for r in done if not r.get("reused_from_sweep")))
+        say(f"sweep {sweep!r} finished in {duration(time.monotonic() - clock.t0)}" + (f"; {line}" if line else ""))
     return done
 
 

@@ -22,4 +22,4 @@ def render(c: Comparison) -> str:
     return "\n".join([tabulate(table, headers=["case", "images/s a", "images/s b", "change", "noise (95%)", "verdict"],
                                 tablefmt="github", disable_numparse=True), *notes, "",
                       f"a: {c.a['label']}", f"b: {c.b['label']}",
-                      f"kind: {c.kind}; {counts}; each verdict weighs the change against both sides' 95% intervals"])
+                      f"kind: {c.kind}; {counts}; each verdict weighs the change {c.method}"])

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from tabulate import tabulate
 
-from ..analysis.plan import expected_s, per_process_times
+from ..analysis.plan import expected_s, per_process_times, windows_pct
 from ..core.case import Case
 from ..core.labels import duration
 from ..core.recipes import noise_reference
@@ -23,13 +23,16 @@ def render(plans: list[tuple[str, list[Case]]], records: list[Record], machine: 
             unknown += expected is None
             sweep_total += expected or 0.0
             count += 1
-            rows.append([sweep, c.case_id, c.gpus, duration(expected)])
+            share = windows_pct(c, times)
+            rows.append([sweep, c.case_id, c.gpus, duration(expected), "-" if share is None else f"{share:.0f}"])
         total += sweep_total
     ref = noise_reference(device)
     floor_n = floor_processes + min(floor_processes, 2) if floor_processes else 0
     t_ref = expected_s(ref, times)
     if floor_n:
-        rows.append(["(noise floor)", ref.case_id, ref.gpus, duration(t_ref * floor_n if t_ref else None)])
+        share = windows_pct(ref, times)
+        rows.append(["(noise floor)", ref.case_id, ref.gpus, duration(t_ref * floor_n if t_ref else None),
+                     "-" if share is None else f"{share:.0f}"])
         total += (t_ref or 0.0) * floor_n
         unknown += t_ref is None
     head = (f"{count} case(s) on {machine} ({gpus} {'GPU' if device == 'cuda' else 'CPU rank'}(s)), "
@@ -39,6 +42,6 @@ def render(plans: list[tuple[str, list[Case]]], records: list[Record], machine: 
             f"expected: {duration(total)} from this machine's stored case times"
             + (f"; {unknown} entr{'y has' if unknown == 1 else 'ies have'} no stored time here, so the total is a lower bound"
                if unknown else "")
-            ) + " (data generation not included)"
-    return "\n".join([head, tabulate(rows, headers=["sweep", "case", "GPUs", "expected"], tablefmt="github",
+            ) + " (data generation not included); windows %: the stored share of a process's time in measured windows"
+    return "\n".join([head, tabulate(rows, headers=["sweep", "case", "GPUs", "expected", "windows %"], tablefmt="github",
                                      disable_numparse=True), foot])

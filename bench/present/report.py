@@ -15,6 +15,7 @@ from ..store.tree import DEFAULT_ROOT
 from . import i18n, plots
 from .article import article_table, details_table, seed_table
 from .cases import cases_table, full_table, short_labels
+from .phases_table import phase_table
 from .text import fmt, table, wrap
 
 
@@ -141,6 +142,9 @@ def _render_group(records: list[Record], lang: str, plot_files: list, wide: bool
     out += ["", f"## {i18n.t(lang, 'claims_title')}"] + claims_section(evals, lang)
     every, notes = cases_table(records, lang)
     out += ["", f"## {i18n.t(lang, 'cases_title')}", every] + notes
+    spent = phase_table(records, lang)
+    if spent:
+        out += ["", f"## {i18n.t(lang, 'phases_title')}", spent, ""] + wrap(i18n.t(lang, "phases_note"))
     if wide:
         out += ["", "## Seed table, every column", seed_table(records, lang), "", "## Every case, every column",
                 full_table(records)]

@@ -1,5 +1,16 @@
+import os
 import sys
+import time
 
+ENTERED = time.time()  # before the imports below: they are part of what a process costs
+
+from .phases import marks
 from .rank import main
 
-sys.exit(main())
+marks["entered"] = ENTERED
+code = main()
+# the record is written and every loader closed: skip the interpreter's own teardown (a second or
+# more of module and allocator clean-up that measures nothing); the kernel frees the rest
+sys.stdout.flush()
+sys.stderr.flush()
+os._exit(code)

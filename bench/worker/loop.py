@@ -18,6 +18,7 @@ from .dtype_check import LabelMismatch, check_label, compiled_dtypes, compute_dt
 from .faults import inject_fault
 from .gpu_sampler import sampler_for
 from .heartbeat import heartbeat
+from .phases import mark
 from .span import timed_span
 from .timing import StepTimer
 from .trainer import LoaderOnly, Trainer, cuda_graph_skips
@@ -53,10 +54,12 @@ def measure(case: Case, ctx: RankContext) -> dict:
             for d in ctx.devices:
                 torch.cuda.reset_peak_memory_stats(d)
         heartbeat.beat("first step")
+        mark("first_step_start")
         t = time.perf_counter()
         trainer.step(batches)  # the first step pays for compilation, cuDNN autotuning, NCCL set-up
         synchronize(ctx)
         first_step_s = time.perf_counter() - t
+        mark("first_step_end")
         # a hook added to a compiled model would force recompiles inside the span: its probe runs after
         dtypes = {}
         if not case.loader_only and not case.compile:
@@ -87,7 +90,9 @@ def measure(case: Case, ctx: RankContext) -> dict:
         inject_fault(case, ctx)
         slowdown_pct = float(os.environ.get(SLOWDOWN_VAR) or 0)
         pause_s = step_estimate_s * slowdown_pct / 100.0
+        mark("span_start")
         span = timed_span(trainer, batches, timer, steps, case.repeats, sampler, pause_s)
+        mark("span_end")
         heartbeat.beat("after the windows")
         extra = extra_windows.run(case, ctx, trainer, batches, timer, steps)
         if case.compile and not case.loader_only:

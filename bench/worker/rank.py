@@ -6,6 +6,7 @@ import argparse
 import json
 import os
 import sys
+import time
 import traceback
 from pathlib import Path
 
@@ -19,6 +20,7 @@ from .context import from_environment
 from .faults import is_oom
 from .heartbeat import heartbeat
 from .loop import measure
+from .phases import mark, marks
 
 
 def redirect_stderr(out: Path, rank: int) -> Path:
@@ -30,12 +32,16 @@ def redirect_stderr(out: Path, rank: int) -> Path:
     return path
 
 
-def run_rank(case: Case, out: Path) -> int:
+def run_rank(case: Case, out: Path, go: Path | None = None) -> int:
     rank = int(os.environ.get("RANK", 0))
     redirect_stderr(out, rank)
     heartbeat.path = out / f"rank{rank}.heartbeat"
+    if go is not None:
+        wait_for_go(go)
+    mark("go")
     heartbeat.beat("start-up")
     record = {"rank": rank, "status": "ok", "reason": "", "pid": os.getpid(),
+              "worker_root": str(Path(__file__).resolve().parents[2]),  # the tree this worker was imported from
               "nccl_env": {k: v for k, v in os.environ.items() if k.startswith("NCCL_")}}
     try:
         ctx = from_environment(case)
@@ -55,6 +61,9 @@ def run_rank(case: Case, out: Path) -> int:
         else:
             record.update(status="error", reason=f"{e.__class__.__name__}: {e}"[:500],
                           traceback_tail=tb.splitlines()[-15:])
+    heartbeat.beat("teardown")
+    mark("returned")
+    record["phase_marks"] = dict(marks)
     _write(out / f"rank{rank}.json", record)
     if record["status"] == "ok" and dist.is_initialized():
         gathered = [None] * dist.get_world_size()
@@ -63,6 +72,14 @@ def run_rank(case: Case, out: Path) -> int:
             _write(out / "ranks.json", {"ranks": gathered})
         dist.destroy_process_group()
     return 0 if record["status"] in ("ok", "skipped") else 1
+
+
+def wait_for_go(go: Path) -> None:
+    """A process started ahead (its imports overlapping the previous process's teardown) touches no
+    device until the launcher says the previous one has ended."""
+    heartbeat.beat("waiting for the previous process to end")
+    while not go.exists():
+        time.sleep(0.005)
 
 
 def _write(path: Path, data: dict) -> None:
@@ -78,6 +95,8 @@ def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__)
     p.add_argument("--case", required=True, help="case JSON file")
     p.add_argument("--out", required=True, help="folder for this case's per-rank records")
+    p.add_argument("--go", default="", help="start measuring only once this file exists (a process started ahead)")
     a = p.parse_args(argv)
+    mark("imported")
     case = Case.from_dict(json.loads(Path(a.case).read_text()))
-    return run_rank(case, Path(a.out))
+    return run_rank(case, Path(a.out), Path(a.go) if a.go else None)

@@ -1,0 +1,41 @@
+"""Where each case's time went (core/phases.py), per case and for the noise floors: the table behind
+`a case should cost little more than its windows`."""
+from __future__ import annotations
+
+from ..core import phases
+from ..store import query
+from ..store.record import Record
+from . import i18n
+from .text import table
+
+
+def _cells(total: dict, processes: int, label: list[str]) -> list[str]:
+    spent = sum(v for k, v in total.items() if k != "started_ahead_s")
+    share = phases.windows_share_pct(total)
+    return label + [str(processes), f"{spent:.1f}"] + [f"{total.get(k, 0.0):.1f}" for k, _, _ in phases.PHASES] + \
+        ["-" if share is None else f"{share:.0f}"]
+
+
+def phase_table(records: list[Record], lang: str = "en") -> str | None:
+    """One row per case (its processes summed), one per noise floor of the runs used and a total; None
+    where no record kept its phases (made before they were recorded)."""
+    rows, grand, count = [], {}, 0
+    for r in sorted(records, key=lambda r: (r.started_at, r.case_id)):
+        per = [p.get("phases_s") for p in r.data.get("processes") or [] if p.get("phases_s")]
+        if not per:
+            continue
+        total = phases.total(per)
+        grand, count = phases.total([grand, total]), count + len(per)
+        rows.append(_cells(total, len(per), [r.case["name"]]))
+    for run_id, m in sorted(query.run_manifests(records).items()):
+        for key, at in (("noise_floor", "start"), ("noise_floor_end", "end")):
+            per = (m.get(key) or {}).get("phases_s") or []
+            if per:
+                total = phases.total(per)
+                grand, count = phases.total([grand, total]), count + len(per)
+                rows.append(_cells(total, len(per), [f"(noise floor, {at} of run {run_id[-4:]})"]))
+    if not rows:
+        return None
+    rows.append(_cells(grand, count, [i18n.t(lang, "phases_total")]))
+    headers = i18n.t(lang, "phases_cols")
+    return table(rows, headers, ("left",) + ("right",) * (len(headers) - 1))

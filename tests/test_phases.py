@@ -1,0 +1,97 @@
+"""Where a process's time goes: phases from the worker's and the launcher's marks, the tables that
+show them, the caches kept between processes, and the next process started ahead, never beside a
+measured window."""
+import json
+import os
+
+import pytest
+
+from bench.core import phases
+from bench.harness import launch
+from bench.harness.launch import run_case
+from bench.present.phases_table import phase_table
+from bench.store import query
+
+MARKS = {"entered": 99.0, "imported": 102.0, "go": 103.5, "first_step_start": 104.0, "first_step_end": 106.0,
+         "span_start": 107.0, "span_end": 113.0, "returned": 113.5}
+
+
+def test_phases_from_marks_by_hand():
+    p = phases.process_phases(MARKS, {"spawned": 98.0, "go": 103.0, "ended": 114.0})
+    assert p == pytest.approx({"startup_s": 0.5, "setup_s": 0.5, "first_step_s": 2.0, "warmup_s": 1.0,
+                               "windows_s": 6.0, "after_s": 0.5, "teardown_s": 0.5, "started_ahead_s": 5.0})
+    # 11 s from go to the end, 6 of them measured
+    assert phases.windows_share_pct(p) == pytest.approx(100 * 6 / 11)
+    failed = phases.process_phases({"go": 1.0, "first_step_start": 2.0}, {"spawned": 0.0, "go": 0.0, "ended": 9.0})
+    assert set(failed) == {"startup_s", "setup_s", "started_ahead_s"}  # nothing past where it failed
+
+
+def test_summary_line_names_the_largest_shares():
+    p = {"startup_s": 3.0, "setup_s": 0.2, "first_step_s": 2.0, "windows_s": 5.0, "teardown_s": 0.1}
+    assert phases.summary_text(p, 2) == "2 process(es), 10 s: measured windows 49%; start-up 29%, first step 19%"
+    assert phases.total([{"a": 1.0}, {"a": 2.0, "b": 1.0}]) == {"a": 3.0, "b": 1.0}
+
+
+def test_phase_table_sums_each_case_and_the_floors():
+    from stored import fixture_dicts  # a stored record as today's code keeps it
+    per = phases.process_phases(MARKS, {"spawned": 98.0, "go": 103.0, "ended": 114.0})
+    rec = fixture_dicts()[0]
+    rec["processes"] = [{"status": "ok", "images_per_s": 1.0, "phases_s": per}] * 2
+    records = [query.wrap(rec)]
+    text = phase_table(records)
+    row = next(line for line in text.splitlines() if line.startswith(f"| {rec['case']['name']} "))
+    cells = [c.strip() for c in row.strip("|").split("|")]
+    assert cells[1:] == ["2", "22.0", "1.0", "1.0", "4.0", "2.0", "12.0", "1.0", "1.0", "55"]
+    assert max(len(line) for line in text.splitlines()) <= 120
+
+
+def test_worker_env_keeps_caches_and_lets_bytecode_be_written(tiny, monkeypatch, tmp_path):
+    monkeypatch.setenv("BENCH_DATA_CACHE", str(tmp_path))
+    monkeypatch.setenv("PYTHONDONTWRITEBYTECODE", "1")
+    monkeypatch.delenv("PYTHONPYCACHEPREFIX", raising=False)
+    monkeypatch.delenv("TORCHINDUCTOR_CACHE_DIR", raising=False)  # an earlier import of Inductor sets it
+    env = launch.worker_env(tiny, tmp_path / "tree", {"X": "1"}, "tok")
+    assert env["PYTHONPYCACHEPREFIX"] == str(tmp_path / "pycache") and "PYTHONDONTWRITEBYTECODE" not in env
+    assert env["TORCHINDUCTOR_CACHE_DIR"] == str(tmp_path / "inductor")
+    assert env["PYTHONPATH"].split(os.pathsep)[0] == str(tmp_path / "tree") and env["X"] == "1"
+    monkeypatch.setenv("PYTHONPYCACHEPREFIX", "/mine")  # a user's own choice stands
+    assert launch.worker_env(tiny, tmp_path, {}, "t")["PYTHONPYCACHEPREFIX"] == "/mine"
+
+
+@pytest.mark.slow
+def test_the_next_process_starts_ahead_but_never_beside_a_window(tiny):
+    from test_launch import leftovers
+    first = run_case(tiny, then=tiny)
+    second = run_case(tiny)
+    assert first["status"] == second["status"] == "ok"
+    m1, m2 = first["ranks"][0]["phase_marks"], second["ranks"][0]["phase_marks"]
+    l1, l2 = first["launch_marks"], second["launch_marks"]
+    assert l2["spawned"] < l2["go"]  # it existed before it was let go: started ahead
+    assert l2["spawned"] >= m1["span_end"]  # only once the first was past its windows
+    assert l2["go"] >= l1["ended"] and m2["go"] >= l1["ended"]  # and it touched nothing before the first ended
+    assert m2["imported"] < m2["go"]  # its imports were done while it waited
+    assert phases.process_phases(m2, l2)["started_ahead_s"] > 0
+    # a process started ahead for another case is ended, not used
+    run_case(tiny, then=tiny.replace(seed=1))
+    third = run_case(tiny)
+    assert third["launch_marks"]["spawned"] == third["launch_marks"]["go"]
+    assert leftovers(wait_s=5) == []
+
+
+def test_a_dead_rank_gets_its_own_exit_code_not_its_echos():
+    """A worker that skips the interpreter's teardown can end (exit 1, its collective broken) before
+    torchrun notices the rank that really died: torchrun's root cause is then the echo."""
+    from bench.harness.dist import DistArgs
+    from bench.harness.outcome import exit_codes, merge
+    log = ["bench.worker FAILED", "Failures:", "[1]:", "  rank      : 1 (local_rank: 1)",
+           "  exitcode  : -9 (pid: 22)  (SIGKILL)", "Root Cause (first observed failure):", "[0]:",
+           "  rank      : 0 (local_rank: 0)", "  exitcode  : 1 (pid: 21)"]
+    assert exit_codes(log) == {1: -9, 0: 1}
+    import tempfile
+    from pathlib import Path
+
+    from conftest import TINY
+    with tempfile.TemporaryDirectory() as d:
+        (Path(d) / "rank0.json").write_text(json.dumps({"rank": 0, "status": "error", "reason": "gloo: peer gone"}))
+        r = merge(TINY.replace(strategy="ddp", gpus=2), Path(d), 1, False, log, DistArgs())
+    assert r["status"] == "error" and r["reason"].startswith("rank 1 died (killed by SIGKILL)")
