@@ -127,3 +127,15 @@ def test_a_data_folder_reaches_only_the_cases_that_read_it():
     assert {c.data_dir for c in loaders if c.loader != "synthetic"} == {"/data"}
     assert {c.data_dir for c in loaders if c.loader == "synthetic"} == {""}
 
+
+
+def test_one_gpu_ablation_leaves_out_the_steps_that_act_between_gpus():
+    one = {c.name: c for c in sweeps.build("ablation", 1, "cuda", data_dir="/d")}
+    two = {c.name: c for c in sweeps.build("ablation", 2, "cuda", data_dir="/d")}
+    left_out = {n for n in two if n.split("-", 2)[-1] in sweeps.BETWEEN_GPUS_STEPS}
+    assert len(left_out) == 4 and set(two) - set(one) == left_out and len(one) == 14
+    # their knobs are carried on, so every step kept has the id it had when one GPU ran all 18
+    # (stored at 834f1c7db0c6 on one H200)
+    assert one["ablation-07-amp-fp16"].case_id.endswith("-97a46480")
+    assert one["ablation-07-amp-fp16"].dp_loss_in_forward and one["ablation-07-amp-fp16"].dp_device_selection == "free_memory"
+    assert one["ablation-13-accumulate-no-sync"].case_id.endswith("-9566ca2f")

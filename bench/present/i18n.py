@@ -41,11 +41,11 @@ TEXT = {
         "cases_title": "Every case (stall: the device idle for input; --wide for every column; CSV keeps full case ids)",
         "cases_cols": ["sweep", "case", "GPUs", "images/s", "+-95%", "stall%", "bound by"],
         "phases_title": "Where the time went (seconds, all processes of each case)",
-        "phases_note": "start: interpreter and imports once let go; set-up: device, model, loader; 1st: the first step "
-                       "(compilation, cuDNN autotuning); warm: warm-up and settling; windows: measured; after: the "
-                       "windows that explain them; exit: record written, process ended; win %: the measured share.",
-        "phases_cols": ["case", "procs", "total", "start", "set-up", "1st", "warm", "windows", "after", "exit",
-                        "win %"],
+        "phases_note": "start: interpreter and imports once let go, then device, model and loader; 1st step: "
+                       "compilation, cuDNN autotuning; warm-up: warm-up and settling steps; windows: measured; end: the "
+                       "windows that explain them, the record written, the process ended. Each record keeps the "
+                       "seven phases apart (phases_s).",
+        "phases_cols": ["case (processes)", "total", "start", "1st step", "warm-up", "windows", "end", "windows %"],
         "phases_total": "all processes",
         "case_notes": "Notes",
         "old_mark": "* older metric definition; ^ re-derived from its windows under today's",
@@ -89,10 +89,9 @@ TEXT = {
         "cases_title": "所有用例（停顿：设备等待输入的时间；--wide 显示全部列；CSV 保留完整用例编号）",
         "cases_cols": ["扫描", "用例", "GPU数量", "图像/秒", "±95%", "停顿 %", "瓶颈"],
         "phases_title": "时间花在哪里（秒，每个用例的全部进程）",
-        "phases_note": "启动：放行后的解释器与导入；准备：设备、模型、数据加载器；首步：第一步（编译、cuDNN 自动调优）；预热：预热与稳定步；"
-                       "计时窗口：被测量的部分；之后：解释计时窗口的附加窗口；退出：写出记录并结束进程；窗口 %：被测量部分的占比。",
-        "phases_cols": ["用例", "进程", "合计", "启动", "准备", "首步", "预热", "计时窗口", "之后", "退出",
-                        "窗口 %"],
+        "phases_note": "启动：放行后的解释器与导入，以及设备、模型、数据加载器；首步：编译、cuDNN 自动调优；预热：预热与稳定步；"
+                       "计时窗口：被测量的部分；结束：解释计时窗口的附加窗口、写出记录、结束进程。每条记录分别保存七个阶段（phases_s）。",
+        "phases_cols": ["用例（进程数）", "合计", "启动", "首步", "预热", "计时窗口", "结束", "计时窗口 %"],
         "phases_total": "全部进程",
         "case_notes": "说明",
         "old_mark": "* 旧的指标定义；^ 已由其测量窗口按现行定义重算",
