@@ -107,8 +107,8 @@ def test_env_prints_provenance(capsys):
 
 
 def test_only_keeps_the_matching_cases_of_each_sweep():
-    from bench.core import sweeps
     from bench.cli.flags import select_cases
+    from bench.core import sweeps
     plans = [("seed", sweeps.build("seed", 2)), ("best", sweeps.build("best", 2))]
     kept = select_cases(plans, "seed-optimized-*-g2-*, best-*-g1-*")
     assert [(n, [c.name + f"/g{c.gpus}" for c in cs]) for n, cs in kept] == [
@@ -127,7 +127,7 @@ def stand_in_runner(monkeypatch):
     from bench.harness import records
     calls = []
 
-    def fake_run(case, dist=None, then=None):
+    def fake_run(case, dist=None, then=None, **_):
         calls.append(case)
         return {"status": "skipped", "reason": "stand-in", "wall_s": 1.0, "metrics": {}, "ranks": []}
     monkeypatch.setattr(records, "run_case", fake_run)
@@ -154,28 +154,41 @@ def test_a_case_two_sweeps_share_runs_once_per_invocation(tmp_path, stand_in_run
     assert "reused_from_sweep" not in recs[("seed", "seed-baseline")]
 
 
-def test_resume_skips_what_finished_and_retries_what_failed(tmp_path, stand_in_runner):
+def test_resume_continues_the_interrupted_run_not_the_commit(tmp_path, stand_in_runner):
+    """--resume after Ctrl-C keeps what the interrupted run stored as ok and runs the rest, even cases an
+    earlier, finished run of the same commit stored: it resumes the run, not the commit."""
     from bench.core.case import Case
     from bench.harness.run import Run, run_cases
     from bench.store.tree import Store
     base = Case(device="cpu", batch_size=2, image_size=32)
     cases = [base.replace(name=n) for n in ("finished", "failed", "new")]
     store = Store(tmp_path)
-    with Run(store, out=io.StringIO()) as run:
-        done = run_cases(run, cases[:2], "s")
-    # as if a later run had finished the first and the second had timed out
+    with Run(store, out=io.StringIO()) as run:  # an earlier run that finished: it stored all three
+        done = run_cases(run, cases, "s")
     ok_metrics = dict.fromkeys(("images_per_s", "images_per_s_per_gpu", "spread_pct", "data_wait_pct",
                                 "step_time_median_s", "global_batch"), 1.0)
-    store.save({**done[0], "status": "ok", "run_id": "later", "started_at": "2999-01-01T00:00:00+00:00",
-                "metrics": ok_metrics})
+    store.save({**done[2], "status": "ok", "run_id": "20250101T000000Z-0000", "metrics": ok_metrics})  # `new`: ok
+    with pytest.raises(KeyboardInterrupt), Run(store, out=io.StringIO()) as run:
+        # Ctrl-C came after this run had stored the first as ok and the second as skipped
+        run.manifest["sweeps"].append("s")
+        run.save()
+        store.save({**done[0], "status": "ok", "run_id": run.run_id, "metrics": ok_metrics})
+        store.save({**done[1], "run_id": run.run_id})
+        interrupted = run.run_id
+        raise KeyboardInterrupt
     stand_in_runner.clear()
     log = io.StringIO()
     with Run(store, out=log) as run:
         run_cases(run, cases, "s", resume=True)
-    assert [c.name for c in stand_in_runner] == ["failed", "new"]
     text = log.getvalue()
+    assert f"--resume: continuing run {interrupted}" in text
+    assert [c.name for c in stand_in_runner] == ["failed", "new"]
     assert "finished-" in text and "already stored, skipped (--resume)" in text
     assert "stored as skipped, running it again (--resume)" in text
+    stand_in_runner.clear()
+    with Run(Store(tmp_path / "other"), out=(log := io.StringIO())) as run:
+        run_cases(run, cases[:1], "s", resume=True)
+    assert "--resume: no interrupted run of sweep 's'" in log.getvalue() and len(stand_in_runner) == 1
 
 
 def test_dry_run_lists_cases_and_their_expected_time_from_stored_ones(tmp_path, capsys):
@@ -191,7 +204,7 @@ def test_dry_run_lists_cases_and_their_expected_time_from_stored_ones(tmp_path, 
                 "spread_pct": 0, "data_wait_pct": 0, "step_time_median_s": 1, "global_batch": 8}})
     assert main(["sweep", "smoke", "--dry-run", "--processes", "3", "--results", str(tmp_path)]) == 0
     out = capsys.readouterr().out
-    singles = [ln for ln in out.splitlines() if "| single-resnet50" in ln]
+    singles = [ln for ln in out.splitlines() if ln.startswith("| smoke") and "] single " in ln]  # ids keyed below
     assert len(singles) == 2 and all("0m18s" in ln for ln in singles)
     assert "3 process(es) per case" in out and "the total is a lower bound" in out
     assert not list(tmp_path.rglob("smoke/single-resnet50*"))  # nothing ran
@@ -211,7 +224,7 @@ def test_a_real_loader_is_judged_by_its_own_processes_not_the_synthetic_floor(mo
     from bench.harness import records
     figures = iter([1000.0, 1100.0, 1000.0, 1100.0])
 
-    def fake_run(case, dist=None, then=None):
+    def fake_run(case, dist=None, then=None, **_):
         ips = next(figures)
         return {"status": "ok", "reason": "", "wall_s": 1.0, "ranks": [],
                 "metrics": {"images_per_s": ips, "images_per_s_per_gpu": ips, "window_rel_se": 0.0,
@@ -225,3 +238,61 @@ def test_a_real_loader_is_judged_by_its_own_processes_not_the_synthetic_floor(mo
     # two processes of the loader case, 1000 and 1100: their own spread, not the floor's 0.5%
     lo, hi = records.measure(fed, 2, floor)["metrics"]["images_per_s_ci95"]
     assert hi - lo > 1000
+
+
+def test_every_option_says_its_default_and_every_command_what_it_does():
+    """--help answers: each subcommand has a description, each option a help ending in its default (or
+    `required`), each positional a help; compare and ab name their exit codes."""
+    import argparse
+
+    from bench.cli.main import parser
+
+    def walk(p, path):
+        yield path, p
+        for a in p._actions:
+            if isinstance(a, argparse._SubParsersAction):
+                for name, nested in a.choices.items():
+                    yield from walk(nested, f"{path} {name}")
+
+    missing = []
+    for path, p in walk(parser(), "bench"):
+        if path != "bench" and not (p.description or "").strip() and path != "bench data make" \
+                and path != "bench data check":
+            missing.append(f"{path}: no description")
+        for a in p._actions:
+            if isinstance(a, argparse._HelpAction) or a.help == argparse.SUPPRESS:
+                continue
+            if not a.help:
+                missing.append(f"{path} {a.dest}: no help")
+            elif a.option_strings and "default" not in a.help and "required" not in a.help:
+                missing.append(f"{path} {a.option_strings[-1]}: no default stated")
+    assert missing == []
+    sub = next(a for a in parser()._actions if isinstance(a, argparse._SubParsersAction))
+    for name in ("compare", "ab"):
+        text = sub.choices[name].format_help()
+        assert "Exit 0" in text and "1:" in text and "2:" in text
+
+
+@pytest.mark.parametrize("args", [
+    ["report", "--no-files"], ["report", "--no-files", "--lang", "zh"], ["claims"],
+    ["compare", "10cf292d725e", "4c0ef90f62f5"], ["compare", "834f1c7db0c6", "a677da430275", "--force"],
+    ["history", "amp-fp16-resnet50-single", "--no-plot"], ["sweep", "default", "--dry-run"],
+    ["sweep", "amp", "--dry-run", "--processes", "3"], ["env"], ["run", "--help"], ["ab", "--help"],
+], ids=lambda a: " ".join(a))
+def test_every_command_fits_120_columns_on_the_committed_results(args, capsys, monkeypatch):
+    """Lines within 120 terminal columns (a Chinese character takes two), and Markdown tables that render
+    as written: no row whose first cell is empty (a cell wrapped onto a line of its own)."""
+    from bench.cli.main import main
+    from bench.present.text import display_width
+    monkeypatch.setenv("COLUMNS", "120")  # argparse's help follows the terminal's width
+    try:
+        code = main(args)
+    except SystemExit as e:  # --help
+        code = e.code
+    out = capsys.readouterr()
+    assert code in (0, 1), out.err
+    lines = (out.out + out.err).splitlines()
+    wide = [ln for ln in lines if display_width(ln) > 120]
+    assert wide == [], wide[:2]
+    rows = [ln for ln in lines if ln.startswith("|") and not set(ln) <= set("|-: ")]
+    assert all(ln.strip("|").split("|")[0].strip() for ln in rows)

@@ -96,3 +96,23 @@ def test_a_dead_rank_gets_its_own_exit_code_not_its_echos():
         (Path(d) / "rank0.json").write_text(json.dumps({"rank": 0, "status": "error", "reason": "gloo: peer gone"}))
         r = merge(TINY.replace(strategy="ddp", gpus=2), Path(d), 1, False, log, DistArgs())
     assert r["status"] == "error" and r["reason"].startswith("rank 1 died (killed by SIGKILL)")
+
+
+@pytest.mark.slow
+def test_progress_inside_a_case_follows_its_phases(tiny):
+    import io
+
+    from bench.harness.run import Run
+    from bench.store.tree import Store
+    heard = []
+    assert run_case(tiny, on_phase=heard.append)["status"] == "ok"
+    assert any(t.startswith("first step") for t in heard) and any(t.startswith("window 1 of 2") for t in heard)
+    assert heard.index(next(t for t in heard if t.startswith("first step"))) < \
+        heard.index(next(t for t in heard if t.startswith("window 1")))
+    out = io.StringIO()
+    run = Run(Store("/nonexistent"), out=out, live=True)
+    run.progress("window 1 of 3, step 4, 12 s after start " + "x" * 200)
+    run.progress(None)
+    lines = out.getvalue().split("\r")
+    assert all(len(line.replace("\033[K", "")) <= 120 for line in lines) and lines[-1] == "\033[K"
+    assert Run(Store("/nonexistent"), out=io.StringIO()).live is False  # not a terminal: logs stay clean

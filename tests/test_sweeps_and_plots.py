@@ -139,3 +139,33 @@ def test_one_gpu_ablation_leaves_out_the_steps_that_act_between_gpus():
     assert one["ablation-07-amp-fp16"].case_id.endswith("-97a46480")
     assert one["ablation-07-amp-fp16"].dp_loss_in_forward and one["ablation-07-amp-fp16"].dp_device_selection == "free_memory"
     assert one["ablation-13-accumulate-no-sync"].case_id.endswith("-9566ca2f")
+
+
+def test_the_chinese_report_is_its_own_file(tmp_path):
+    recs = query.load([_ablation_records(tmp_path)])[0]
+    en = report.write_report(recs, tmp_path / "out")
+    before = en.read_text()
+    zh = report.write_report(recs, tmp_path / "out", "zh")
+    assert zh.name == "REPORT.zh.md" and en.name == "REPORT.md"
+    assert en.read_text() == before  # the English report is not replaced
+    assert zh.read_text().startswith("# 基准测试报告") and "GPU数量" in zh.read_text()
+
+
+def test_ablation_bars_are_coloured_by_verdict_not_sign(tmp_path, monkeypatch):
+    """400 -> 600 -> 900 are far beyond the assumed noise (green); 900 -> 880 (-2.2%) is within it: grey,
+    not red. Records with no interval of their own are hatched."""
+    from matplotlib.axes import Axes
+
+    from bench.present import plots
+    drawn = []
+    real = Axes.bar
+    monkeypatch.setattr(Axes, "bar", lambda self, *a, **kw: drawn.append(kw) or real(self, *a, **kw))
+    from stored import current
+    old = [r for r in query.load([_ablation_records(tmp_path)])[0] if r.case["name"].startswith("ablation-")]
+    assert plots.ablation_waterfall(old, tmp_path / "p", ("m", "c")) is not None
+    # schema-1 records: no interval stored, hatched, and an older definition, so nothing is decided
+    assert [kw["color"] for kw in drawn] == ["C2", "0.6", "0.6", "0.6"] and all(kw["hatch"] == "//" for kw in drawn)
+    drawn.clear()
+    today = [query.wrap(current(r.data, half_pct=2.0)) for r in old]  # +-2% each: +-2.8% combined
+    assert plots.ablation_waterfall(today, tmp_path / "p", ("m", "c")) is not None
+    assert [kw["color"] for kw in drawn] == ["C2", "C2", "C2", "0.6"] and all(kw["hatch"] is None for kw in drawn)

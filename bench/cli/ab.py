@@ -52,6 +52,7 @@ def add(sub) -> None:
     p.add_argument("--gpus", type=int, default=None, help="most GPUs to use (default: all visible)")
     p.add_argument("--data", default="", help="ImageFolder tree for the torch and dali loaders (default: generated)")
     p.add_argument("--json", default="", metavar="FILE", help="also write the comparison as JSON to FILE")
+    p.add_argument("--wide", action="store_true", help="full case ids in the table, however wide it gets")
     add_results_flag(p)
     p.set_defaults(func=command)
 
@@ -93,7 +94,7 @@ def command(a) -> int:
     finally:
         sidesmod.remove(sides, base)
     print()
-    print(compare_text.render(result))
+    print(compare_text.render(result, a.wide))
     print("\n".join(run.closing_lines()))
     print(f"wrote {run.path}")
     if a.json:

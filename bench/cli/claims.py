@@ -7,7 +7,7 @@ from tabulate import tabulate
 
 from ..analysis import claims, noise
 from ..core.errors import StoreError
-from ..present.report import runs_used_lines
+from ..present.report import claims_section, runs_used_lines
 from ..store import query
 from .flags import add_results_flag, add_selection_flags
 from .reading import load, selected
@@ -21,6 +21,7 @@ def add(sub) -> None:
     add_results_flag(cl)
     cl.add_argument("--include-old", action="store_true", help="judge records made under an older metric definition too")
     add_selection_flags(cl)
+    cl.add_argument("--wide", action="store_true", help="one row per claim with its sentence and evidence, however wide")
     cl.set_defaults(func=command)
 
 
@@ -35,10 +36,13 @@ def command(a) -> int:
         chosen = query.select(recs, commit=newest)
         print(f"## {machine[0]}, commit {newest}\n" + "\n".join(runs_used_lines(query.latest(chosen))) + "\n")
         evals = claims.evaluations(chosen, a.include_old, assumed)
-        print(tabulate(claims.table(chosen, evals=evals), headers=claims.HEADERS, tablefmt="github",
-                       disable_numparse=True))
-        files = claims.files_compared(evals, str(Path(a.results).resolve()))
-        if files:
-            print("\nfiles compared:\n" + "\n".join(f"- {ln}" for ln in files))
+        if a.wide:  # one row per claim with its sentence and evidence, however wide
+            print(tabulate(claims.table(chosen, evals=evals), headers=claims.HEADERS, tablefmt="github",
+                           disable_numparse=True))
+            files = claims.files_compared(evals, str(Path(a.results).resolve()))
+            if files:
+                print("\nfiles compared:\n" + "\n".join(f"- {ln}" for ln in files))
+        else:  # the report's section: verdicts in a table, evidence and files as wrapped lines
+            print("\n".join(claims_section(evals, "en")))
         print()
     return 0

@@ -27,6 +27,7 @@ def add(sub) -> None:
     c.add_argument("--json", default="", metavar="FILE", help="also write the comparison as JSON")
     c.add_argument("--only", default="", metavar="PATTERNS", help="compare only the cases whose id matches one of "
                                                                    "these comma-separated shell patterns")
+    c.add_argument("--wide", action="store_true", help="full case ids in the table, however wide it gets")
     add_results_flag(c)
     c.set_defaults(func=command)
 
@@ -41,7 +42,7 @@ def command(a) -> int:
     # the noise a figure without an interval is judged against: what this machine has shown in every stored run
     result = compare.judge_sides(a_label, a_recs, b_label, b_recs, a.fail_under, a.require_same_cases, a.force,
                                  a.include_old, noise.assumed_noise(records))
-    print(compare_text.render(result))
+    print(compare_text.render(result, a.wide))
     if a.json:
         compare.write_json(a.json, compare.to_json(result, a.results))
         print(f"wrote {a.json}")

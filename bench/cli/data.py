@@ -11,7 +11,7 @@ def add(sub) -> None:
     d = sub.add_parser("data", help="make an ImageNet-like JPEG folder, or check one",
                        description="Make an ImageNet-like JPEG ImageFolder tree, or check a folder before use. "
                                    "Exit 0; 2 for a folder that cannot be used.")
-    dsub = d.add_subparsers(dest="action", required=True)
+    dsub = d.add_subparsers(dest="action", required=True, help="make: write JPEGs; check: count a folder's usable ones")
     mk = dsub.add_parser("make", help="write N JPEGs in C class folders (deterministic, resumable)")
     mk.add_argument("--images", type=int, required=True, help="how many JPEGs")
     mk.add_argument("--classes", type=int, default=None,
@@ -20,7 +20,7 @@ def add(sub) -> None:
     mk.add_argument("--seed", type=int, default=0, help="seed of the images' content (default 0)")
     mk.add_argument("--workers", type=int, default=None, help="processes (default: every core)")
     ck = dsub.add_parser("check", help="count the usable JPEGs of an ImageFolder tree")
-    ck.add_argument("dir")
+    ck.add_argument("dir", help="the ImageFolder tree (ROOT/<class>/<image>.jpg)")
     d.set_defaults(func=command)
 
 

@@ -31,9 +31,11 @@ def add_case_flags(p: argparse.ArgumentParser) -> None:
         flag = "--" + f.name.replace("_", "-")
         help_text = argparse.SUPPRESS if f.name in TEST_ONLY else docs.get(f.name, "")
         if f.type == "bool":
-            g.add_argument(flag, action=argparse.BooleanOptionalAction, default=None, help=help_text)
+            shown = help_text if f.name in TEST_ONLY else help_text + f" (default {'on' if f.default else 'off'})"
+            g.add_argument(flag, action=argparse.BooleanOptionalAction, default=None, help=shown)
         elif f.name == "nccl_env":
-            g.add_argument(flag, action="append", metavar="NCCL_NAME=VALUE", default=None, help=help_text)
+            g.add_argument(flag, action="append", metavar="NCCL_NAME=VALUE", default=None,
+                           help=help_text + " (repeatable; default none)")
         else:
             kind = {"int": int, "float": float}.get(f.type, str)
             g.add_argument(flag, type=kind, default=None,
@@ -59,11 +61,11 @@ def case_from_args(a: argparse.Namespace, base: Case = Case()) -> Case:
 
 def add_dist_flags(p: argparse.ArgumentParser) -> None:
     g = p.add_argument_group("multi-node (passed to torchrun for ddp cases)")
-    g.add_argument("--nnodes", type=int, default=1)
-    g.add_argument("--node-rank", type=int, default=0)
-    g.add_argument("--rdzv-endpoint", default="", help="HOST:PORT of torchrun's c10d rendezvous")
-    g.add_argument("--master-addr", default="", help="static rendezvous address (with --master-port)")
-    g.add_argument("--master-port", type=int, default=0)
+    g.add_argument("--nnodes", type=int, default=1, help="machines one ddp case spans (default 1)")
+    g.add_argument("--node-rank", type=int, default=0, help="this machine's index among them, 0 to nnodes-1 (default 0)")
+    g.add_argument("--rdzv-endpoint", default="", help="HOST:PORT of torchrun's c10d rendezvous (default none)")
+    g.add_argument("--master-addr", default="", help="static rendezvous address, with --master-port (default none)")
+    g.add_argument("--master-port", type=int, default=0, help="its port (default 29500 when --master-addr is set)")
 
 
 def dist_from_args(a) -> DistArgs:
@@ -129,3 +131,24 @@ def select_cases(plans: list[tuple[str, list[Case]]], only: str) -> list[tuple[s
         raise CaseError(f"--only {', '.join(unmatched)} matches no case id of this sweep; "
                         f"ids look like {ids[0] if ids else '(none)'} (shell patterns, e.g. 'ddp-*-g2-*')")
     return [(n, cs) for n, cs in kept if cs]
+
+
+def state_defaults(p: argparse.ArgumentParser) -> None:
+    """Every option's help ends with its default, said once: where a command's own text does not say
+    it, `(default: off)` for a switch, `(default: none)` for an empty value, else the value."""
+    for a in p._actions:
+        if isinstance(a, argparse._SubParsersAction):
+            for nested in a.choices.values():
+                state_defaults(nested)
+        if not a.option_strings or a.help in (None, argparse.SUPPRESS) or isinstance(a, argparse._HelpAction):
+            continue
+        if "default" in a.help or "required" in a.help:
+            continue
+        if a.required:
+            a.help += " (required)"
+        elif isinstance(a, argparse._StoreTrueAction):
+            a.help += " (default: off)"
+        elif a.default in ("", None, []):
+            a.help += " (default: none)"
+        else:
+            a.help += f" (default: {a.default})"

@@ -34,9 +34,10 @@ def rows(recs: list[query.Record], order: list[str]) -> list[list]:
     out = []
     for r in sorted(recs, key=lambda r: (order.index(r.commit), r.started_at, r.run_id)):
         ci = r.ci95
-        out.append([r.commit, r.run_id, r.started_at[:16], r.sweep, r.status, f"{r.images_per_s:,.1f}" if r.ok else "-",
-                    (f"{ci[0]:,.1f}-{ci[1]:,.1f}" if ci else f"none (windows' spread {r.metrics['spread_pct']:.1f}%)")
-                    if r.ok else "-", _mark(r)])
+        # the run id says when it started (UTC); a failed run's status stands where its note would
+        out.append([r.commit, r.run_id, r.sweep, f"{r.images_per_s:,.1f}" if r.ok else "-",
+                    (f"{ci[0]:,.1f}-{ci[1]:,.1f}" if ci else f"none; windows {r.metrics['spread_pct']:.1f}%")
+                    if r.ok else "-", _mark(r) if r.ok else r.status])
     return out
 
 
@@ -48,8 +49,8 @@ def command(a) -> int:
     for (machine, case_id), recs in query.group(matching, "machine", "case_id").items():
         order = commit_order([r for r in every if r.machine == machine])
         print(f"{case_id} on {machine}\n  {describe(recs[0].case)}")
-        print(tabulate(rows(recs, order), headers=["commit", "run", "started", "sweep", "status", "images/s",
-                                                   "95% interval", "figure"], tablefmt="github", disable_numparse=True))
+        print(tabulate(rows(recs, order), headers=["commit", "run (started, UTC)", "sweep", "images/s", "95% interval",
+                                                   "note"], tablefmt="github", disable_numparse=True))
         if not a.no_plot:
             path = history_plot(case_id, recs, order, Path(a.results) / machine / "history")
             if path:

@@ -10,6 +10,7 @@ import sys
 from ..core.errors import BenchError
 from ..harness.signals import Stopped, terminate_as_interrupt
 from . import ab, claims, compare, data, env, history, recommend, report, run, sweep
+from .flags import state_defaults
 
 COMMANDS = (run, sweep, report, data, compare, ab, history, claims, recommend, env)
 
@@ -18,9 +19,11 @@ def parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="python -m bench", description="Multi-GPU ResNet-50 training benchmark. Exit codes: 0 done; "
                                                      "1 a failed case or a regression; 2 refused (bad input, "
                                                      "nothing to judge); 128+N stopped by signal N.")
-    sub = p.add_subparsers(dest="command", required=True)
+    sub = p.add_subparsers(dest="command", required=True, help="what to do; `python -m bench COMMAND --help` says more")
     for module in COMMANDS:
         module.add(sub)
+    for command in sub.choices.values():
+        state_defaults(command)
     return p
 
 

@@ -14,8 +14,14 @@ from ..harness.run import Run, run_cases
 from ..present import plan_table, report
 from ..store import query
 from ..store.tree import Store
-from .flags import add_dist_flags, add_noise_flags, add_results_flag, check_processes, dist_from_args, \
-    select_cases
+from .flags import (
+    add_dist_flags,
+    add_noise_flags,
+    add_results_flag,
+    check_processes,
+    dist_from_args,
+    select_cases,
+)
 
 CPU_SWEEPS = ("smoke", "tiny")
 
@@ -29,7 +35,8 @@ def add(sub) -> None:
                         "several joined by commas share one run and its noise floor (amp,loaders)")
     s.add_argument("--gpus", type=int, default=None, help="most GPUs to use (default: all visible; CPU path if none)")
     s.add_argument("--data", default="", help="ImageFolder tree for the torch and dali loaders")
-    s.add_argument("--resume", action="store_true", help="skip cases stored as ok for this commit; run failed or skipped ones again")
+    s.add_argument("--resume", action="store_true", help="continue this commit's latest interrupted run of the sweep: skip the cases it stored as ok, "
+                        "run the rest (failed, skipped or not reached)")
     s.add_argument("--only", default="", metavar="PATTERNS",
                    help="run only the cases whose id matches one of these comma-separated shell patterns")
     s.add_argument("--lang", choices=("en", "zh"), default="en", help="headings of the seed table")

@@ -123,9 +123,11 @@ class Case:
     """Fewest optimizer steps in one measured window."""
     min_window_s: float = 0.0
     """Shortest measured window in seconds: the steps per window grow (from the warm-up's step time,
-    the same on every rank) until a window lasts at least this long; 0 = exactly `steps`."""
+    the same on every rank) until a window lasts at least this long; 0 = exactly `steps` (the GPU
+    sweeps set 2 s, 2.5 s where a real loader feeds the model)."""
     repeats: int = 3
-    """Measured windows; the median and spread across them are reported."""
+    """Measured windows, run back to back as one span: a process's figure is the span's images over its
+    time; the windows' spread is its within-process noise."""
     timeout_s: float = 900.0
     """Wall-clock limit for the whole case, start-up included."""
     seed: int = 0

@@ -110,8 +110,8 @@ ABLATION_BEST_STEP = "dali-mixed"  # the best configuration: every change up to 
 BETWEEN_GPUS_STEPS = ("dp-free-memory-gpus", "dp-output-device", "dp-loss-in-forward", "nccl-article-settings")
 """Steps whose knob acts only between GPUs (which GPUs DataParallel picks, where it gathers, what it
 gathers, how NCCL talks): on one GPU they measure nothing their claim could use (each claim needs 2+
-GPUs), so the one-GPU ablation carries their knobs on without running them (on one H200 they cost 95 s
-of a 9-minute `make bench`)."""
+GPUs), so the one-GPU ablation carries their knobs on without running them (on one H200 their processes
+took 94.6 s of a `make bench` that ran past 9 minutes)."""
 
 
 def ablation_sweep(max_gpus: int, base: Case = GPU_BASE) -> list[Case]:

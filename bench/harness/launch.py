@@ -23,7 +23,7 @@ from ..core.case import Case
 from ..data.defaults import cache_root
 from .dist import DistArgs
 from .env import REPO_ROOT
-from .outcome import merge, read_heartbeat, tail
+from .outcome import doing, merge, read_heartbeat, tail
 
 TOKEN_VAR = "BENCH_RUN_TOKEN"
 TOKEN_PREFIX_VAR = "BENCH_TOKEN_PREFIX"
@@ -216,12 +216,14 @@ def _may_start_ahead(current: _Process) -> bool:
 
 
 def run_case(case: Case, dist: DistArgs = DistArgs(), root: Path | None = None, env: dict | None = None,
-             then: Case | None = None, then_root: Path | None = None, then_env: dict | None = None) -> dict:
+             then: Case | None = None, then_root: Path | None = None, then_env: dict | None = None,
+             on_phase=None) -> dict:
     """Run the case (its worker from the tree at `root`, this suite's by default, with `env` added);
     return status, reason, merged metrics, per-rank records and the launcher's marks. `then`, the case
     run next, is started ahead once this one is past its windows, so its interpreter and imports
     overlap this one's teardown; it waits, touching no device, until this process has ended
-    (`then_root` and `then_env`: its tree and variables, where they are not this one's)."""
+    (`then_root` and `then_env`: its tree and variables, where they are not this one's). `on_phase(text)`
+    hears what rank 0 is doing (phase and step, from its heartbeat) whenever that changes."""
     global _ahead
     root, env = Path(root or REPO_ROOT), dict(env or {})
     reap_stale_case_folders()
@@ -235,13 +237,18 @@ def run_case(case: Case, dist: DistArgs = DistArgs(), root: Path | None = None, 
         p = _spawn(case, dist, root, env, ahead=False)
         go_at = p.spawned_at
     started = time.monotonic()
-    timed_out = False
+    timed_out, said = False, None
     try:
         while True:
             try:
                 p.proc.wait(timeout=0.05)
                 break
             except subprocess.TimeoutExpired:
+                if on_phase is not None:
+                    beat = read_heartbeat(p.out, 0)
+                    if beat and (beat.get("phase"), beat.get("step")) != said:
+                        said = (beat.get("phase"), beat.get("step"))
+                        on_phase(doing(beat))
                 if time.monotonic() - started > case.timeout_s:
                     timed_out = True
                     kill_all(p.proc, p.token)

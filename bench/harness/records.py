@@ -57,13 +57,15 @@ def phases_of(result: dict) -> dict:
 
 
 def measure(case: Case, processes: int, floor: dict | None, dist: DistArgs = DistArgs(),
-            then: Case | None = None) -> dict:
+            then: Case | None = None, on_phase=None) -> dict:
     """The case in `processes` fresh process sets, one after another. Its figure is the median of
     theirs, with the 95% interval of stats.ci95; the first that fails decides the case's status.
     `then`: the case the caller runs next, started ahead (harness/launch.py)."""
     runs = []
     for i in range(processes):
-        result = run_case(case, dist, then=case if i + 1 < processes else then)
+        tell = None if on_phase is None else (
+            lambda text, i=i: on_phase(f"process {i + 1} of {processes}: {text}" if processes > 1 else text))
+        result = run_case(case, dist, then=case if i + 1 < processes else then, on_phase=tell)
         runs.append(result)
         if result["status"] != "ok":
             if processes > 1:

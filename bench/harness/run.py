@@ -24,10 +24,13 @@ class Run:
     """One invocation of the suite: its id, environment, processes per case and the machine's
     process-to-process noise floor, measured in the same run and kept in its manifest."""
 
-    def __init__(self, store: Store, dist: DistArgs = DistArgs(), processes: int = 1, out=sys.stdout):
+    def __init__(self, store: Store, dist: DistArgs = DistArgs(), processes: int = 1, out=sys.stdout,
+                 live: bool | None = None):
         if processes < 1:
             raise ValueError(f"processes={processes} must be >= 1")
         self.store, self.dist, self.processes, self.out = store, dist, processes, out
+        # what a running process is doing, on one line rewritten in place: a terminal only, so logs stay clean
+        self.live = out.isatty() if live is None and hasattr(out, "isatty") else bool(live)
         self.env = envmod.collect()
         self.run_id = new_run_id()
         self.machine, self.commit = envmod.machine_slug(self.env), commit_folder(self.env)
@@ -54,6 +57,12 @@ class Run:
             self.store.lock(self.machine, f"pid {os.getpid()}, run {self.run_id}, started {now_iso()}")
         self.begun = True
 
+    def progress(self, text: str | None) -> None:
+        """Rewrite the live line with `text` (None clears it); within 120 columns."""
+        if self.live:
+            self.out.write("\r\033[K" + (f"  {text}"[:119] if text else ""))
+            self.out.flush()
+
     def save(self) -> None:
         if self.stores:
             self.store.save_run(self.manifest)
@@ -68,7 +77,9 @@ class Run:
         figures, walls, phases, reason = [], [], [], ""
         for i in range(n):
             print(f"  process {i + 1} of {n}", file=self.out, flush=True)
-            r = records.run_case(reference, self.dist, then=reference if i + 1 < n else then)
+            r = records.run_case(reference, self.dist, then=reference if i + 1 < n else then,
+                                 on_phase=self.progress if self.live else None)
+            self.progress(None)
             phases.append(records.phases_of(r))
             if r.get("wall_s"):
                 walls.append(r["wall_s"])
@@ -122,8 +133,8 @@ def now_iso() -> str:
 
 def run_cases(run: Run, cases: list[Case], sweep: str, resume: bool = False, measured: dict | None = None,
               processes: int | None = None, header: bool = True, then: Case | None = None) -> list[dict]:
-    """Run each case in fresh processes and store it as soon as it exists. `resume` skips the cases
-    this commit already stored as ok in this sweep; `measured` (case id -> record) carries the cases an
+    """Run each case in fresh processes and store it as soon as it exists. `resume` continues this
+    commit's latest interrupted run of this sweep: the cases it stored as ok are skipped, the rest run; `measured` (case id -> record) carries the cases an
     earlier sweep of the same run measured, so an identical case is not run twice; `processes`
     overrides the run's processes per case; `header` False leaves out the sweep's opening and closing
     lines (a search that runs its cases one at a time); `then`, the case run after these, is started
@@ -142,6 +153,11 @@ def run_cases(run: Run, cases: list[Case], sweep: str, resume: bool = False, mea
               file=out, flush=True)
     stored = query.load([store.root / run.machine])[0] if (store.root / run.machine).is_dir() else []
     clock = _Clock(plan.per_process_times(stored), processes)
+    resumed = query.interrupted_run(stored, run.machine, run.commit, sweep, exclude=run.run_id) if resume else None
+    if resume:
+        print(f"--resume: continuing run {resumed} of sweep {sweep!r}, interrupted: its cases stored as ok are kept"
+              if resumed else f"--resume: no interrupted run of sweep {sweep!r} at {run.commit}; running every case",
+              file=out, flush=True)
     done: list[dict] = []
 
     def say(text: str) -> None:
@@ -150,7 +166,8 @@ def run_cases(run: Run, cases: list[Case], sweep: str, resume: bool = False, mea
     with terminate_as_interrupt():
         for i, case in enumerate(cases, 1):
             where = f"[{i}/{len(cases)}] {case.case_id}"
-            before = query.latest_status(stored, run.machine, run.commit, sweep, case.case_id) if resume else None
+            before = query.latest_status(query.select(stored, run=resumed), run.machine, run.commit, sweep,
+                                         case.case_id) if resumed else None
             if before == "ok":
                 say(f"{where}: already stored, skipped (--resume)")
                 continue
@@ -163,7 +180,9 @@ def run_cases(run: Run, cases: list[Case], sweep: str, resume: bool = False, mea
             say(f"{where} ({clock.status(cases[i - 1:])})" if header
                 else case.case_id + (f" ({processes} processes)" if processes > 1 else ""))
             started = now_iso()
-            result = records.measure(case, processes, run.floor, run.dist, then=cases[i] if i < len(cases) else then)
+            result = records.measure(case, processes, run.floor, run.dist, then=cases[i] if i < len(cases) else then,
+                                     on_phase=run.progress if run.live else None)
+            run.progress(None)
             clock.taken.append(plan.seconds_per_process(result))
             done.append(_keep(run, records.assemble(case, result, sweep, run.env, started, peak, run.run_id)))
             if measured is not None:

@@ -1,25 +1,24 @@
 """`bench compare` as text: every case with its change, noise and verdict."""
 from __future__ import annotations
 
-from tabulate import tabulate
-
 from ..analysis.compare import Comparison
+from .text import fit, wrap
 
 
 def _num(x):
     return "-" if x is None else f"{x:,.1f}"
 
 
-def render(c: Comparison) -> str:
+def render(c: Comparison, wide: bool = False) -> str:
     """Every case with its change, noise and verdict; assumed noises marked and named below."""
     assumed = sorted({r["note"] for r in c.rows if "assumed" in r["note"]})
     table = [[r["case"], _num(r["a_images_per_s"]), _num(r["b_images_per_s"]),
               "-" if r["delta_pct"] is None else f"{r['delta_pct']:+.1f}%",
               "-" if r["noise_pct"] is None else f"+-{r['noise_pct']:.1f}%"
-              + (f" [{assumed.index(r['note']) + 1}]" if r["note"] in assumed else ""), r["verdict"]] for r in c.rows]
-    notes = [f"[{i}] {text}" for i, text in enumerate(assumed, 1)]
+              + (f" [n{assumed.index(r['note']) + 1}]" if r["note"] in assumed else ""), r["verdict"]] for r in c.rows]
+    notes = [ln for i, text in enumerate(assumed, 1) for ln in wrap(f"[n{i}] {text}")]
     counts = ", ".join(f"{n} {v}" for v, n in sorted(c.summary()["counts"].items()))
-    return "\n".join([tabulate(table, headers=["case", "images/s a", "images/s b", "change", "noise (95%)", "verdict"],
-                                tablefmt="github", disable_numparse=True), *notes, "",
-                      f"a: {c.a['label']}", f"b: {c.b['label']}",
-                      f"kind: {c.kind}; {counts}; each verdict weighs the change {c.method}"])
+    shown, ids = fit(table, ["case", "images/s a", "images/s b", "change", "noise (95%)", "verdict"], wide=wide)
+    closing = [f"a: {c.a['label']}", f"b: {c.b['label']}",
+               f"kind: {c.kind}; {counts}; each verdict weighs the change {c.method}"]
+    return "\n".join([shown, *ids, *notes, "", *(ln for text in closing for ln in wrap(text))])

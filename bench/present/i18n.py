@@ -5,6 +5,7 @@ from __future__ import annotations
 TEXT = {
     "en": {
         "group": "{machine}, commit {commit}",
+        "report_head": "# Benchmark report\n\nRendered by `bin/bench report` from the stored results only.",
         "seed_title": "Seed table: DataParallel baseline against the seed-optimized configuration (batch size global)",
         "best_title": "Baseline against the best configuration the suite knows (batch size global)",
         "seed_cols": ["GPUs", "Batch Size", "baseline (images/s)", "optimized (images/s)", "improvement"],
@@ -55,6 +56,7 @@ TEXT = {
     },
     "zh": {
         "group": "{machine}，提交 {commit}",
+        "report_head": "# 基准测试报告\n\n由 `bin/bench report` 仅根据已保存的结果生成。",
         "seed_title": "种子表：DataParallel 基础配置与优化配置对比（Batch Size 为全局批大小）",
         "best_title": "基础配置与本套件已知最佳配置对比（Batch Size 为全局批大小）",
         "seed_cols": ["GPU数量", "Batch Size", "基础配置吞吐量", "优化后吞吐量", "提升比例"],

@@ -1,13 +1,12 @@
 """`sweep --dry-run`: the cases a sweep would run and what each is expected to cost here."""
 from __future__ import annotations
 
-from tabulate import tabulate
-
 from ..analysis.plan import expected_s, per_process_times, windows_pct
 from ..core.case import Case
 from ..core.labels import duration
 from ..core.recipes import noise_reference
 from ..store.record import Record
+from .text import fit, wrap
 
 
 def render(plans: list[tuple[str, list[Case]]], records: list[Record], machine: str, gpus: int, device: str,
@@ -43,5 +42,5 @@ def render(plans: list[tuple[str, list[Case]]], records: list[Record], machine: 
             + (f"; {unknown} entr{'y has' if unknown == 1 else 'ies have'} no stored time here, so the total is a lower bound"
                if unknown else "")
             ) + " (data generation not included); windows %: the stored share of a process's time in measured windows"
-    return "\n".join([head, tabulate(rows, headers=["sweep", "case", "GPUs", "expected", "windows %"], tablefmt="github",
-                                     disable_numparse=True), foot])
+    shown, ids = fit(rows, ["sweep", "case", "GPUs", "expected", "windows %"], col=1)
+    return "\n".join([*wrap(head), shown, *ids, *wrap(foot)])

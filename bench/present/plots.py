@@ -6,6 +6,8 @@ import re
 from collections import defaultdict
 from pathlib import Path
 
+from ..analysis import noise
+from ..core import verdicts
 from ..store import query
 from ..store.record import Record
 
@@ -29,7 +31,11 @@ def _error(r: Record) -> tuple[float, float]:
 
 
 def _title(text: str, where: tuple) -> str:
-    return f"{text}\n{where[0]}, commit {where[1]}; bars: 95% interval" if where else text
+    return (f"{text}\n{where[0]}, commit {where[1]}; error bars: 95% interval, hatched or hollow: none stored"
+            if where else text)
+
+
+MARKERS, STYLES = "osD^v<>Px*", ("-", "--", "-.", (0, (5, 1, 1, 1)))
 
 
 def scaling(records: list[Record], out: Path, where: tuple = ()) -> Path | None:
@@ -48,7 +54,12 @@ def scaling(records: list[Record], out: Path, where: tuple = ()) -> Path | None:
         colour = f"C{i % 10}"
         ys = [pts[x].images_per_s for x in xs]
         err = list(zip(*[_error(pts[x]) for x in xs]))
-        ax.errorbar(xs, ys, yerr=err, fmt="o-", color=colour, label=label, capsize=3)
+        # each line its own marker and dash, so lines that overlap stay apart; a line with a figure that
+        # has no interval is drawn hollow, as less to be trusted
+        sure = all(pts[x].ci95 for x in xs)
+        ax.errorbar(xs, ys, yerr=err, marker=MARKERS[i % len(MARKERS)], linestyle=STYLES[i % len(STYLES)],
+                    color=colour, label=label + ("" if sure else " (no interval)"), capsize=3, markersize=6,
+                    markerfacecolor=colour if sure else "none")
         ax.plot(xs, [ys[0] * x for x in xs], ":", color=colour, alpha=0.6)
     ax.set_xlabel("GPUs")
     ax.set_ylabel("images/s (global)")
@@ -76,7 +87,8 @@ def baseline_vs_optimized(records: list[Record], out: Path, optimized: str = "se
                 continue
             named = f"{label} ({r.case['precision']})"  # what each bar computed in
             ax.bar(x + offset, r.images_per_s, width=0.4, color="C0" if offset < 0 else "C1",
-                   yerr=[[e] for e in _error(r)], capsize=3, label=None if named in labelled else named)
+                   yerr=[[e] for e in _error(r)], capsize=3, label=None if named in labelled else named,
+                   hatch=None if r.ci95 else "//", edgecolor="black" if not r.ci95 else None)
             labelled.add(named)
     batches = [(base.get(n) or opt.get(n)).metrics["global_batch"] for n in counts]
     ax.set_xticks(range(len(counts)), [f"{n} GPU(s)\nbatch {b}" for n, b in zip(counts, batches)])
@@ -86,28 +98,37 @@ def baseline_vs_optimized(records: list[Record], out: Path, optimized: str = "se
     return _save(fig, out / f"baseline-vs-{optimized}.png")
 
 
-def ablation_waterfall(records: list[Record], out: Path, where: tuple = ()) -> Path | None:
+VERDICT_COLOURS = {verdicts.FASTER: "C2", verdicts.SLOWER: "C3"}  # anything the noise cannot decide: grey
+
+
+def ablation_waterfall(records: list[Record], out: Path, where: tuple = (), assumed: dict | None = None) -> Path | None:
+    """Each step's change from the one before, coloured by its verdict against both figures' noise (an
+    interval of its own, else the machine's assumed noise: analysis/noise.py), not by its sign."""
     steps = {}
     for r in sorted(_ok(records), key=lambda r: r.started_at):
         m = re.match(r"ablation-(\d\d)-(.+)", r.case["name"])
         if m:
-            steps[int(m.group(1))] = (m.group(2), r.images_per_s)
+            steps[int(m.group(1))] = (m.group(2), r)
     if len(steps) < 2:
         return None
+    assumed = noise.assumed_noise(records) if assumed is None else assumed
     order = sorted(steps)
-    labels = [steps[i][0] for i in order]
-    values = [steps[i][1] for i in order]
     plt = _pyplot()
     fig, ax = plt.subplots(figsize=(10, 5))
-    prev = 0.0
-    for i, v in enumerate(values):
-        delta = v - prev
-        ax.bar(i, delta, bottom=prev, color="C2" if delta >= 0 else "C3")
-        ax.text(i, max(v, prev), f"{v:.0f}", ha="center", va="bottom", fontsize=7)
-        prev = v
-    ax.set_xticks(range(len(labels)), labels, rotation=40, ha="right", fontsize=8)
+    prev = None
+    for i, k in enumerate(order):
+        r = steps[k][1]
+        v, low = r.images_per_s, prev.images_per_s if prev else 0.0
+        verdict = noise.judge(prev, r, assumed)["verdict"] if prev else verdicts.FASTER
+        ax.bar(i, v - low, bottom=low, color=VERDICT_COLOURS.get(verdict, "0.6"), hatch=None if r.ci95 else "//",
+               edgecolor="black", linewidth=0.5)
+        ax.errorbar(i, v, yerr=[[e] for e in _error(r)], color="black", capsize=3, fmt="none")
+        ax.text(i, max(v, low), f"{v:.0f}", ha="center", va="bottom", fontsize=7)
+        prev = r
+    ax.set_xticks(range(len(order)), [steps[k][0] for k in order], rotation=40, ha="right", fontsize=8)
     ax.set_ylabel("images/s (global)")
-    ax.set_title(_title("Ablation: each change added to the previous (green: faster, red: slower)", where))
+    ax.set_title(_title("Ablation: each change added to the previous (green: faster beyond noise, red: slower, "
+                        "grey: within noise or undecided)", where), fontsize=9)
     return _save(fig, out / "ablation.png")
 
 

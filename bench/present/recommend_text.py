@@ -6,8 +6,17 @@ import textwrap
 
 from tabulate import tabulate
 
-from ..analysis.search import (FINAL_SWEEP, SWEEP, Outcome, versus, describe_case, difference, figure, judge,
-                               winner_record)
+from ..analysis.search import (
+    FINAL_SWEEP,
+    SWEEP,
+    Outcome,
+    describe_case,
+    difference,
+    figure,
+    judge,
+    versus,
+    winner_record,
+)
 from ..core.labels import noise
 
 
@@ -32,6 +41,8 @@ def render(outcomes: list[Outcome], budget_s: float, recipes: dict[int, str]) ->
             lines.append("no configuration was measured successfully" + (f"; {o.skipped[0]}" if o.skipped else ""))
             continue
         lines += [f"best: {describe_case(o.best.case)}", f"  {_fig(win)}"]
+        if o.best.stage == "yardstick":  # the search did not beat the articles' set-up within its budget
+            lines += textwrap.wrap(o.best.note, 110, initial_indent="  ", subsequent_indent="  ")
         rows = []
         for key, name in (("baseline", "article's baseline"), ("optimized", "article's optimized")):
             ref = o.references.get(key)
@@ -51,6 +62,9 @@ def render(outcomes: list[Outcome], budget_s: float, recipes: dict[int, str]) ->
                                      tablefmt="github", disable_numparse=True))
         if o.gpus in recipes:
             lines.append(f"\nrecipe: {recipes[o.gpus]}")
+        elif o.best.case.strategy == "dp":
+            lines += [""] + textwrap.wrap("recipe: none written (recipes cover single and ddp set-ups); the stored "
+                                          f"case {o.best.case.case_id} reproduces it with `bench run`", 110)
         rows = [[c.stage, difference(c.against, c.case) if c.against else describe_case(c.case), _cell(c.record),
                  _noise(c.record), c.note] for c in o.candidates if c.record]
         lines.append("\n" + tabulate(rows, headers=["stage", "candidate: the change tried", "images/s", "95% interval",

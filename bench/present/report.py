@@ -154,14 +154,19 @@ def _render_group(records: list[Record], lang: str, plot_files: list, wide: bool
 
 def write_report(records: list[Record], out_dir: Path, lang: str = "en", wide: bool = False,
                  assumed: dict | None = None) -> Path:
-    """REPORT.md with the tables and PNG plots (under plots/) beside the results it reads."""
+    """REPORT.md (REPORT.zh.md in Chinese) with the tables and PNG plots (under plots/) beside the results
+    it reads."""
     out_dir = Path(out_dir)
     groups = query.group(records, "machine", "commit")
     plot_links = {}
     for key, recs in groups.items():
         folder = out_dir / "plots" / (f"{key[0]}-{key[1]}" if len(groups) > 1 else "")
         plot_links[key] = [p.relative_to(out_dir) for p in plots.write_all(query.latest(recs), folder, key)]
-    path = out_dir / "REPORT.md"
-    path.write_text("# Benchmark report\n\nRendered by `bin/bench report` from the stored results only.\n\n"
-                    + render(records, lang, plot_links, wide, assumed) + "\n")
+    path = out_dir / report_name(lang)
+    path.write_text(i18n.t(lang, "report_head") + "\n\n" + render(records, lang, plot_links, wide, assumed) + "\n")
     return path
+
+
+def report_name(lang: str) -> str:
+    """REPORT.md in English; each other language its own file (REPORT.zh.md), so neither replaces the other."""
+    return "REPORT.md" if lang == "en" else f"REPORT.{lang}.md"

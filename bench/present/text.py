@@ -37,3 +37,18 @@ def table(rows, headers, align=None, max_widths=None) -> str:
 
 def fmt(x: float | None) -> str:
     return "-" if x is None else f"{x:,.1f}"
+
+
+def fit(rows: list[list], headers: list[str], col: int = 0, align=None, wide: bool = False) -> tuple[str, list[str]]:
+    """A Markdown table within WIDTH columns: where a row would be wider, the cells of column `col` (case
+    ids) become `[n] <recipe name>` and each full id is listed under the table, whole, on a line of its
+    own; `wide` keeps them in the table."""
+    text = table(rows, headers, align)
+    if wide or max(display_width(ln) for ln in text.splitlines()) <= WIDTH:
+        return text, []
+    keyed, short = [], []
+    for row in rows:
+        key = f"[{len(keyed) + 1}]"
+        keyed.append(f"{key} {row[col]}")
+        short.append([*row[:col], f"{key} {str(row[col]).split('-resnet')[0]}", *row[col + 1:]])
+    return table(short, headers, align), keyed

@@ -96,6 +96,14 @@ def group(records: list[Record], *keys: str) -> dict:
     return dict(sorted(out.items()))
 
 
+def interrupted_run(records: list[Record], machine: str, commit: str, sweep: str, exclude: str = "") -> str | None:
+    """The latest run of this machine and commit that was interrupted during this sweep (`--resume`
+    continues it), by its manifest; None where there is none."""
+    runs = [m for m in run_manifests(select(records, machine=machine, commit=commit)).values()
+            if m.get("interrupted") and sweep in m.get("sweeps", []) and m.get("run_id") != exclude]
+    return max(runs, key=lambda m: (m.get("started_at", ""), m["run_id"]))["run_id"] if runs else None
+
+
 def latest_status(records: list[Record], machine: str, commit: str, sweep: str, case_id: str) -> str | None:
     """The status of a case's latest stored run in one sweep of one commit (`--resume`), or None."""
     chosen = latest(select(records, machine=machine, sweep=sweep))
