@@ -54,3 +54,23 @@ def test_a_runs_noise_floor_processes_give_the_floor_its_expected_time(tmp_path)
     assert times[("noise-floor", 1)] == {"outside_windows_s": 8.0, "step_s": None, "windows_pct": None}  # median of five processes
     assert times[("loader-torch", 1)] == {"outside_windows_s": pytest.approx(16.0), "step_s": pytest.approx(0.1),
                                           "windows_pct": None}
+
+
+def test_a_case_with_no_stored_time_is_guessed_from_the_sweeps_phases():
+    """Two single processes (4 s and 6 s outside their windows, 0.1 s a micro-batch) and one ddp process
+    (12 s outside, its agent and ranks starting, 0.3 s a micro-batch)."""
+    taken = [{"launcher": "process", "outside_s": 4.0, "micro_step_s": 0.1},
+             {"launcher": "process", "outside_s": 6.0, "micro_step_s": 0.1},
+             {"launcher": "torchrun", "outside_s": 12.0, "micro_step_s": 0.3}]
+    single = Case(device="cpu", repeats=3, steps=5)
+    ddp = single.replace(strategy="ddp", gpus=2)
+    # median outside time of its launcher + repeats x steps x the median pace
+    assert plan.guess_s(single, taken) == pytest.approx(5.0 + 3 * 5 * 0.1)
+    # two ranks of ddp add the no-sync window after the measured ones
+    assert plan.guess_s(ddp, taken) == pytest.approx(12.0 + 4 * 5 * 0.1)
+    # accumulation multiplies the micro-batches of a window; a real loader adds its unmeasured window
+    # and min_window_s bounds a window from below
+    assert plan.guess_s(ddp.replace(accumulation_steps=8), taken) == pytest.approx(12.0 + 4 * 40 * 0.1)
+    loader = single.replace(loader="torch", data_dir="/d", min_window_s=2.0)
+    assert plan.guess_s(loader, taken) == pytest.approx(5.0 + 4 * 2.0)
+    assert plan.guess_s(single, []) is None

@@ -91,3 +91,21 @@ def expected_s(case: Case, times: dict) -> float | None:
     window_s = max(case.steps * t["step_s"], case.min_window_s)
     settle = 1 if case.loader != "synthetic" else 0
     return t["outside_windows_s"] + (case.repeats + settle) * window_s
+
+
+def guess_s(case: Case, taken: list[dict]) -> float | None:
+    """Seconds one process of a case with no stored time should take, from this sweep's processes so
+    far (each {"launcher", "outside_s", "micro_step_s"}: its time outside the measured windows and its
+    windows' seconds per micro-batch): the median outside time of processes with the same launcher
+    (torchrun starts twice: its agent, then the ranks), else of all, plus the case's windows of steps x
+    accumulation micro-batches at the median pace, at least `min_window_s` each: its measured ones,
+    one unmeasured where a real loader feeds it, and DDP's no-sync window over several ranks (the
+    outside time counts neither those nor the windows after); None before any process finished."""
+    if not taken:
+        return None
+    same = [t for t in taken if t["launcher"] == case.launcher] or taken
+    outside = statistics.median(t["outside_s"] for t in same)
+    window = max(case.steps * case.accumulation_steps * statistics.median(t["micro_step_s"] for t in taken),
+                 case.min_window_s)
+    extra = (case.loader != "synthetic") + (case.strategy == "ddp" and case.gpus > 1)
+    return outside + (case.repeats + extra) * window

@@ -183,7 +183,7 @@ def run_cases(run: Run, cases: list[Case], sweep: str, resume: bool = False, mea
             result = records.measure(case, processes, run.floor, run.dist, then=cases[i] if i < len(cases) else then,
                                      on_phase=run.progress if run.live else None)
             run.progress(None)
-            clock.taken.append(plan.seconds_per_process(result))
+            clock.add(case, result)
             done.append(_keep(run, records.assemble(case, result, sweep, run.env, started, peak, run.run_id)))
             if measured is not None:
                 measured[case.case_id] = done[-1]
@@ -209,18 +209,26 @@ def _keep(run: Run, record: dict) -> dict:
 
 
 class _Clock:
-    """A sweep's elapsed time and its time left: per recipe this machine's stored time, else the
-    mean of this sweep's cases so far."""
+    """A sweep's elapsed time and its time left: per recipe this machine's stored time, else a guess
+    from this sweep's measured phases (analysis/plan.guess_s)."""
 
     def __init__(self, stored_times: dict, processes: int):
         self.stored_times, self.processes = stored_times, processes
         self.t0 = time.monotonic()
-        self.taken: list[float] = []  # seconds per process of the cases measured so far
+        self.taken: list[dict] = []  # this sweep's processes so far: launcher, time outside windows, per window
+
+    def add(self, case: Case, record: dict) -> None:
+        steps = (record.get("metrics") or {}).get("steps_per_window")
+        for p in record.get("processes") or []:
+            spent = p.get("phases_s") or {}
+            if "windows_s" in spent and steps:
+                outside = sum(v for k, v in spent.items() if k not in ("windows_s", "after_s", "started_ahead_s"))
+                micro = spent["windows_s"] / (case.repeats * steps * case.accumulation_steps)
+                self.taken.append({"launcher": case.launcher, "outside_s": outside, "micro_step_s": micro})
 
     def status(self, remaining: list[Case]) -> str:
         text = f"elapsed {duration(time.monotonic() - self.t0)}"
-        guess = sum(self.taken) / len(self.taken) if self.taken else None
-        per = [plan.expected_s(c, self.stored_times) or guess for c in remaining]
+        per = [plan.expected_s(c, self.stored_times) or plan.guess_s(c, self.taken) for c in remaining]
         if any(p is None for p in per):
             return text
         return text + f", about {duration(sum(per) * self.processes)} left"
