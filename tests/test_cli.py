@@ -185,6 +185,23 @@ def test_resume_continues_the_interrupted_run_not_the_commit(tmp_path, stand_in_
     assert [c.name for c in stand_in_runner] == ["failed", "new"]
     assert "finished-" in text and "already stored, skipped (--resume)" in text
     assert "stored as skipped, running it again (--resume)" in text
+    # that resumed run, interrupted too, is resumed in turn: what the first run kept stays kept
+    resumed = json.loads(next((tmp_path).rglob(f"runs/{run.run_id}.json")).read_text())
+    assert resumed["resumed_runs"] == [interrupted]
+    with pytest.raises(KeyboardInterrupt), Run(store, out=io.StringIO()) as again:
+        again.manifest.update(sweeps=["s"], resumed_runs=[interrupted])
+        again.save()
+        store.save({**done[2], "run_id": again.run_id})  # it stored one case (skipped) before the stop
+        raise KeyboardInterrupt
+    stand_in_runner.clear()
+    with Run(store, out=(log := io.StringIO())) as run:
+        run_cases(run, cases, "s", resume=True)
+    assert f"--resume: continuing run {again.run_id}" in log.getvalue()
+    assert [c.name for c in stand_in_runner] == ["failed", "new"]  # `finished` stays kept from the first
+    stand_in_runner.clear()
+    with Run(store, out=(log := io.StringIO())) as run:  # that one finished: nothing is left to resume
+        run_cases(run, cases[:1], "s", resume=True)
+    assert "--resume: no interrupted run of sweep 's'" in log.getvalue()
     stand_in_runner.clear()
     with Run(Store(tmp_path / "other"), out=(log := io.StringIO())) as run:
         run_cases(run, cases[:1], "s", resume=True)

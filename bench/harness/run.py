@@ -74,20 +74,20 @@ class Run:
             return None
         print(f"noise floor ({at} of run {self.run_id}): {reference.case_id} in {n} fresh processes",
               file=self.out, flush=True)
-        figures, walls, phases, reason = [], [], [], ""
+        figures, walls, spent, reason = [], [], [], ""
         for i in range(n):
             print(f"  process {i + 1} of {n}", file=self.out, flush=True)
             r = records.run_case(reference, self.dist, then=reference if i + 1 < n else then,
                                  on_phase=self.progress if self.live else None)
             self.progress(None)
-            phases.append(records.phases_of(r))
+            spent.append(records.phases_of(r))
             if r.get("wall_s"):
                 walls.append(r["wall_s"])
             if r["status"] != "ok":
                 reason = f"{r['status']}: {r['reason']}"
                 break
             figures.append(r["metrics"]["images_per_s"])
-        return self.adopt_floor(reference, figures if len(figures) == n else [], reason, at, walls, phases)
+        return self.adopt_floor(reference, figures if len(figures) == n else [], reason, at, walls, spent)
 
     def adopt_floor(self, reference: Case, figures: list[float], reason: str = "", at: str = "start",
                     walls: list[float] | None = None, phases: list[dict] | None = None) -> dict:
@@ -134,7 +134,8 @@ def now_iso() -> str:
 def run_cases(run: Run, cases: list[Case], sweep: str, resume: bool = False, measured: dict | None = None,
               processes: int | None = None, header: bool = True, then: Case | None = None) -> list[dict]:
     """Run each case in fresh processes and store it as soon as it exists. `resume` continues this
-    commit's latest interrupted run of this sweep: the cases it stored as ok are skipped, the rest run; `measured` (case id -> record) carries the cases an
+    commit's latest interrupted run of this sweep (and the runs it continued): the cases they stored as
+    ok are skipped, the rest run; `measured` (case id -> record) carries the cases an
     earlier sweep of the same run measured, so an identical case is not run twice; `processes`
     overrides the run's processes per case; `header` False leaves out the sweep's opening and closing
     lines (a search that runs its cases one at a time); `then`, the case run after these, is started
@@ -153,11 +154,13 @@ def run_cases(run: Run, cases: list[Case], sweep: str, resume: bool = False, mea
               file=out, flush=True)
     stored = query.load([store.root / run.machine])[0] if (store.root / run.machine).is_dir() else []
     clock = _Clock(plan.per_process_times(stored), processes)
-    resumed = query.interrupted_run(stored, run.machine, run.commit, sweep, exclude=run.run_id) if resume else None
+    resumed = query.interrupted_runs(stored, run.machine, run.commit, sweep, exclude=run.run_id) if resume else []
     if resume:
-        print(f"--resume: continuing run {resumed} of sweep {sweep!r}, interrupted: its cases stored as ok are kept"
+        print(f"--resume: continuing run {resumed[0]} of sweep {sweep!r}, interrupted: its cases stored as ok are kept"
               if resumed else f"--resume: no interrupted run of sweep {sweep!r} at {run.commit}; running every case",
               file=out, flush=True)
+        run.manifest["resumed_runs"] = resumed
+    kept = [r for r in stored if r.run_id in resumed]
     done: list[dict] = []
 
     def say(text: str) -> None:
@@ -166,8 +169,7 @@ def run_cases(run: Run, cases: list[Case], sweep: str, resume: bool = False, mea
     with terminate_as_interrupt():
         for i, case in enumerate(cases, 1):
             where = f"[{i}/{len(cases)}] {case.case_id}"
-            before = query.latest_status(query.select(stored, run=resumed), run.machine, run.commit, sweep,
-                                         case.case_id) if resumed else None
+            before = query.latest_status(kept, run.machine, run.commit, sweep, case.case_id) if resumed else None
             if before == "ok":
                 say(f"{where}: already stored, skipped (--resume)")
                 continue

@@ -96,12 +96,18 @@ def group(records: list[Record], *keys: str) -> dict:
     return dict(sorted(out.items()))
 
 
-def interrupted_run(records: list[Record], machine: str, commit: str, sweep: str, exclude: str = "") -> str | None:
+def interrupted_runs(records: list[Record], machine: str, commit: str, sweep: str, exclude: str = "") -> list[str]:
     """The latest run of this machine and commit that was interrupted during this sweep (`--resume`
-    continues it), by its manifest; None where there is none."""
-    runs = [m for m in run_manifests(select(records, machine=machine, commit=commit)).values()
-            if m.get("interrupted") and sweep in m.get("sweeps", []) and m.get("run_id") != exclude]
-    return max(runs, key=lambda m: (m.get("started_at", ""), m["run_id"]))["run_id"] if runs else None
+    continues it), by its manifest, then the runs it itself continued (a resumed run interrupted again
+    keeps what the first stored); [] where there is none."""
+    manifests = run_manifests(select(records, machine=machine, commit=commit)).values()
+    finished = {r for m in manifests if m.get("finished_at") and not m.get("interrupted") for r in m.get("resumed_runs", [])}
+    runs = [m for m in manifests if m.get("interrupted") and sweep in m.get("sweeps", [])
+            and m.get("run_id") not in (exclude, *finished)]  # a run a later one finished is done
+    if not runs:
+        return []
+    latest_run = max(runs, key=lambda m: (m.get("started_at", ""), m["run_id"]))
+    return [latest_run["run_id"], *latest_run.get("resumed_runs", [])]
 
 
 def latest_status(records: list[Record], machine: str, commit: str, sweep: str, case_id: str) -> str | None:
