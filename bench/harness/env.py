@@ -12,12 +12,24 @@ from pathlib import Path
 REPO_ROOT = Path(__file__).resolve().parents[2]
 
 
-def _run(cmd: list[str]) -> str | None:
+def _run(cmd: list[str], cwd: Path = REPO_ROOT, timeout: float = 10) -> str | None:
     try:
-        out = subprocess.run(cmd, cwd=REPO_ROOT, capture_output=True, text=True, timeout=10)
+        out = subprocess.run(cmd, cwd=cwd, capture_output=True, text=True, timeout=timeout)
     except (OSError, subprocess.TimeoutExpired):
         return None
     return out.stdout.strip() if out.returncode == 0 else None
+
+
+def git(args: list[str], cwd: Path = REPO_ROOT, timeout: float = 60) -> str | None:
+    """git's output in `cwd`, or None where git is missing or refused."""
+    return _run(["git", *args], cwd, timeout)
+
+
+def tree_state(root: Path = REPO_ROOT) -> tuple[str | None, bool]:
+    """(commit, dirty) of the checkout at `root`; (None, True) where it is no git checkout. Results the
+    suite writes are untracked files, so they never make a tree dirty."""
+    commit = git(["rev-parse", "HEAD"], root, 10)
+    return commit, bool(git(["status", "--porcelain", "--untracked-files=no"], root, 10)) if commit else True
 
 
 def git_info() -> dict:
@@ -27,10 +39,8 @@ def git_info() -> dict:
     if env_commit:
         return {"commit": env_commit, "dirty": os.environ.get("BENCH_DIRTY", "0") == "1",
                 "commit_source": "BENCH_COMMIT"}
-    commit = _run(["git", "rev-parse", "HEAD"])
+    commit, dirty = tree_state()
     if commit:
-        # results written by the sweep itself are untracked files, so they never make a tree dirty
-        dirty = bool(_run(["git", "status", "--porcelain", "--untracked-files=no"]))
         return {"commit": commit, "dirty": dirty, "commit_source": "git"}
     return {"commit": "unknown", "dirty": True, "commit_source": "none"}
 

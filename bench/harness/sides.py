@@ -5,13 +5,12 @@ from __future__ import annotations
 
 import re
 import shutil
-import subprocess
 import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from ..core.errors import BenchError
-from .env import REPO_ROOT
+from .env import REPO_ROOT, git, tree_state
 
 WORKER = Path("bench") / "worker" / "__main__.py"
 ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
@@ -32,10 +31,6 @@ class Side:
     """Made for this run, removed after it."""
 
     @property
-    def tree(self) -> tuple:
-        return self.commit, self.dirty, str(self.root) if not self.commit else ""
-
-    @property
     def starts_ahead(self) -> bool:
         """Its worker can be started ahead and told to go (`--go`, from this commit on)."""
         try:
@@ -48,14 +43,6 @@ class Side:
             f" (at {self.commit[:12]}{', with uncommitted changes' if self.dirty else ''})" if self.commit else "")
         extra = f", with {' '.join(f'{k}={v}' for k, v in sorted(self.env.items()))}" if self.env else ""
         return f"{what}{extra} ({self.ref})" if self.ref not in what else what + extra
-
-
-def git(args: list[str], cwd: Path = REPO_ROOT) -> str | None:
-    try:
-        out = subprocess.run(["git", *args], cwd=cwd, capture_output=True, text=True, timeout=60)
-    except (OSError, subprocess.TimeoutExpired):
-        return None
-    return out.stdout.strip() if out.returncode == 0 else None
 
 
 def parse_env(items: list[str], flag: str) -> dict:
@@ -77,9 +64,8 @@ def resolve(name: str, ref: str, env: dict, repo: Path = REPO_ROOT) -> Side:
         if not (folder / WORKER).is_file():
             raise BenchError(f"{name.upper()}: folder {ref} holds no suite ({WORKER} is missing); "
                              "accepted: a commit of this repository, or a folder with the suite checked out")
-        commit = git(["rev-parse", "HEAD"], folder) or ""
-        dirty = bool(git(["status", "--porcelain", "--untracked-files=no"], folder)) if commit else True
-        return Side(name, ref, folder.resolve(), commit, dirty, env)
+        commit, dirty = tree_state(folder)
+        return Side(name, ref, folder.resolve(), commit or "", dirty, env)
     commit = git(["rev-parse", "--verify", "--quiet", f"{ref}^{{commit}}"], repo)
     if not commit:
         where = "" if git(["rev-parse", "--git-dir"], repo) else f" ({repo} is no git checkout)"
