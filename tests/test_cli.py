@@ -154,6 +154,47 @@ def test_a_case_two_sweeps_share_runs_once_per_invocation(tmp_path, stand_in_run
     assert "reused_from_sweep" not in recs[("seed", "seed-baseline")]
 
 
+def test_a_case_the_start_floor_measured_is_stored_from_its_processes_not_run_again(tmp_path, monkeypatch):
+    """On one GPU the floor's reference is the `best` case under another name: its three fresh processes
+    are that case's measurement (median and interval from them), and the case is not run a fourth time."""
+    from bench.core.case import Case
+    from bench.harness import records
+    from bench.harness.run import Run, run_cases
+    from bench.present.phases_table import phase_table
+    from bench.store import query
+    from bench.store.tree import Store
+    figures, ran = iter([1000.0, 1030.0, 990.0, 500.0, 700.0, 710.0, 720.0, 730.0]), []
+
+    def fake_run(case, dist=None, then=None, **_):
+        ran.append(case.name)
+        ips = next(figures)
+        return {"status": "ok", "reason": "", "wall_s": 2.0, "ranks": [],
+                "metrics": {"images_per_s": ips, "images_per_s_per_gpu": ips, "window_rel_se": 0.0,
+                            "images_per_s_repeats": [ips] * 3, "spread_pct": 0.0, "data_wait_pct": 0.0,
+                            "step_time_median_s": 0.1, "global_batch": 2},
+                "launch_marks": {"spawned": 0.0, "let_go": 0.0}}
+    monkeypatch.setattr(records, "run_case", fake_run)
+    monkeypatch.setattr(records, "diagnose", lambda record, peak: {})
+    monkeypatch.setenv("BENCH_SKIP_PEAK", "1")
+    reference = Case(device="cpu", name="noise-floor", batch_size=2, image_size=32)
+    same, other = reference.replace(name="best"), reference.replace(name="other", batch_size=4)
+    out = io.StringIO()
+    with Run(Store(tmp_path), out=out) as run:
+        run.measure_floor(reference, 3)
+        made = run_cases(run, [same, other], "best")
+        assert run_cases(run, [same], "again", processes=4, header=False)[0]["metrics"]["images_per_s"] == 715.0
+    assert ran == ["noise-floor"] * 3 + ["other"] + ["best"] * 4  # four processes asked: more than the floor had
+    best = made[0]
+    assert best["case_id"] == same.case_id and best["measured_as_floor"] == reference.case_id
+    assert best["metrics"]["images_per_s"] == 1000.0 and best["metrics"]["images_per_s_processes"] == [1000.0, 1030.0, 990.0]
+    assert best["metrics"]["images_per_s_ci95"] is not None and len(best["processes"]) == 3
+    assert "measured as this run's noise floor (3 processes of noise-floor-" in out.getvalue()
+    assert made[1]["metrics"]["images_per_s"] == 500.0
+    # the floor's row counts those processes once: the case has no row of its own
+    rows = phase_table(query.load([tmp_path])[0]) or ""
+    assert "| best " not in rows
+
+
 def test_resume_continues_the_interrupted_run_not_the_commit(tmp_path, stand_in_runner):
     """--resume after Ctrl-C keeps what the interrupted run stored as ok and runs the rest, even cases an
     earlier, finished run of the same commit stored: it resumes the run, not the commit."""

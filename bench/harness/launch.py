@@ -178,15 +178,22 @@ def _spawn(case: Case, dist: DistArgs, root: Path, env: dict, ahead: bool) -> _P
 def worker_env(case: Case, root: Path, env: dict, token: str) -> dict:
     """The variables a case's processes get: this process's, the case's token, the tree to import the
     worker from, the caches kept between processes, the case's NCCL settings and the side's own."""
-    out = dict(os.environ, **{TOKEN_VAR: token, "PYTHONPATH": _pythonpath(root)})
+    out = dict(cached_env(root), **{TOKEN_VAR: token})
+    out.update({k: str(v) for k, v in case.nccl_env})
+    out.update(env)
+    return out
+
+
+def cached_env(root: Path) -> dict:
+    """This process's variables with the tree at `root` to import from and the caches kept between
+    processes: every process the suite starts gets them."""
+    out = dict(os.environ, PYTHONPATH=_pythonpath(root))
     out.setdefault("TORCHINDUCTOR_CACHE_DIR", str(cache_root() / "inductor"))
     if "PYTHONPYCACHEPREFIX" not in out:
         # compiled bytecode kept outside every tree: an image that forbids writing it (one H200 image sets
         # PYTHONDONTWRITEBYTECODE and ships no .pyc) compiles torch at each start, 8 s instead of 3
         out["PYTHONPYCACHEPREFIX"] = str(cache_root() / "pycache")
         out.pop("PYTHONDONTWRITEBYTECODE", None)
-    out.update({k: str(v) for k, v in case.nccl_env})
-    out.update(env)
     return out
 
 

@@ -71,6 +71,12 @@ def measure(case: Case, processes: int, floor: dict | None, dist: DistArgs = Dis
             if processes > 1:
                 result["reason"] = f"process {i + 1} of {processes}: {result['reason']}"
             break
+    return combine(case, runs, floor)
+
+
+def combine(case: Case, runs: list[dict], floor: dict | None) -> dict:
+    """The case's result from its processes' results: the first failure decides, else the median
+    process stands for the case with the metrics of stats.combine_processes."""
     last = runs[-1]
     wall = sum(r["wall_s"] for r in runs)
     summaries = [process_summary(r) for r in runs]

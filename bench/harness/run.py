@@ -35,6 +35,7 @@ class Run:
         self.run_id = new_run_id()
         self.machine, self.commit = envmod.machine_slug(self.env), commit_folder(self.env)
         self.floor = None
+        self.floor_runs: tuple[Case, list[dict]] | None = None  # the start floor's reference and process results
         self.stores = dist.nnodes == 1 or dist.node_rank == 0
         self.begun = False
         self.manifest = {"run_id": self.run_id, "machine": self.machine, "commit_folder": self.commit,
@@ -74,7 +75,7 @@ class Run:
             return None
         print(f"noise floor ({at} of run {self.run_id}): {reference.case_id} in {n} fresh processes",
               file=self.out, flush=True)
-        figures, walls, spent, reason = [], [], [], ""
+        figures, walls, spent, reason, results = [], [], [], "", []
         for i in range(n):
             print(f"  process {i + 1} of {n}", file=self.out, flush=True)
             r = records.run_case(reference, self.dist, then=reference if i + 1 < n else then,
@@ -87,7 +88,20 @@ class Run:
                 reason = f"{r['status']}: {r['reason']}"
                 break
             figures.append(r["metrics"]["images_per_s"])
+            results.append(r)
+        if at == "start" and len(results) == n:
+            self.floor_runs = (reference, results)
         return self.adopt_floor(reference, figures if len(figures) == n else [], reason, at, walls, spent)
+
+    def measured_by_floor(self, case: Case, processes: int) -> list[dict]:
+        """The start floor's process results where they measured this very case (the reference under
+        another name, e.g. `best` on one GPU) in at least `processes` fresh processes: the case is then
+        not run again. Empty otherwise."""
+        if self.floor_runs is None or self.floor is None:
+            return []
+        reference, results = self.floor_runs
+        same = case.replace(name=reference.name).to_dict() == reference.to_dict()
+        return results if same and processes <= len(results) else []
 
     def adopt_floor(self, reference: Case, figures: list[float], reason: str = "", at: str = "start",
                     walls: list[float] | None = None, phases: list[dict] | None = None) -> dict:
@@ -179,9 +193,19 @@ def run_cases(run: Run, cases: list[Case], sweep: str, resume: bool = False, mea
                 done.append(_keep(run, records.reused(measured[case.case_id], sweep)))
                 say(f"{where}: measured in sweep {done[-1]['reused_from_sweep']!r} of this run, stored here too")
                 continue
+            started = now_iso()
+            if floor_runs := run.measured_by_floor(case, processes):
+                result = records.combine(case, floor_runs, run.floor)
+                record = records.assemble(case, result, sweep, run.env, started, peak, run.run_id)
+                done.append(_keep(run, {**record, "measured_as_floor": run.floor["case_id"]}))
+                if measured is not None:
+                    measured[case.case_id] = done[-1]
+                say(f"{where}: measured as this run's noise floor ({len(floor_runs)} processes of "
+                    f"{run.floor['case_id']}), stored here")
+                say(records.summary_line(done[-1]))
+                continue
             say(f"{where} ({clock.status(cases[i - 1:])})" if header
                 else case.case_id + (f" ({processes} processes)" if processes > 1 else ""))
-            started = now_iso()
             result = records.measure(case, processes, run.floor, run.dist, then=cases[i] if i < len(cases) else then,
                                      on_phase=run.progress if run.live else None)
             run.progress(None)
@@ -191,9 +215,9 @@ def run_cases(run: Run, cases: list[Case], sweep: str, resume: bool = False, mea
                 measured[case.case_id] = done[-1]
             say(records.summary_line(done[-1]))
     if header:
-        spent = phases.total([p.get("phases_s") or {} for r in done if not r.get("reused_from_sweep")
-                              for p in r.get("processes") or []])
-        line = phases.summary_text(spent, sum(len(r.get("processes") or []) for r in done if not r.get("reused_from_sweep")))
+        own = [r for r in done if not r.get("reused_from_sweep") and not r.get("measured_as_floor")]
+        spent = phases.total([p.get("phases_s") or {} for r in own for p in r.get("processes") or []])
+        line = phases.summary_text(spent, sum(len(r.get("processes") or []) for r in own))
         say(f"sweep {sweep!r} finished in {duration(time.monotonic() - clock.t0)}" + (f"; {line}" if line else ""))
     return done
 

@@ -27,8 +27,8 @@ def phase_table(records: list[Record], lang: str = "en") -> str | None:
     rows, grand, count = [], {}, 0
     for r in sorted(records, key=lambda r: (r.started_at, r.case_id)):
         per = [p.get("phases_s") for p in r.data.get("processes") or [] if p.get("phases_s")]
-        if not per or r.data.get("reused_from_sweep"):  # measured once, stored under two sweeps
-            continue
+        if not per or r.data.get("reused_from_sweep") or r.data.get("measured_as_floor"):
+            continue  # measured once and counted there: in another sweep, or as the floor's row
         total = phases.total(per)
         grand, count = phases.total([grand, total]), count + len(per)
         rows.append(_cells(total, len(per), r.case["name"]))
