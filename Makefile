@@ -12,8 +12,10 @@ VENV := .venv
 ENV ?= $(shell command -v nvidia-smi >/dev/null 2>&1 && nvidia-smi -L >/dev/null 2>&1 && echo cuda13 || echo cpu)
 REQS := environments/requirements-$(ENV).txt
 STAMP := $(VENV)/.installed-$(ENV)
-IMPORTS := import torch, torchvision, pandas, tabulate, pytest, pytest_benchmark
-READY := $(shell $(PY) -c "$(IMPORTS)" >/dev/null 2>&1 && echo yes)
+# found, not imported: importing torch here cost a fresh H200 machine seconds on every make, before
+# anything ran (its image compiles torch's bytecode at each import); a broken install still fails loudly
+NEEDS := torch torchvision pandas tabulate pytest pytest_benchmark
+READY := $(shell $(PY) -c "import importlib.util as u, sys; sys.exit(any(u.find_spec(m) is None for m in sys.argv[1:]))" $(NEEDS) >/dev/null 2>&1 && echo yes)
 ifeq ($(READY),yes)
 PYTHON := $(PY)
 SETUP :=

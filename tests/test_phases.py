@@ -3,6 +3,7 @@ show them, the caches kept between processes, and the next process started ahead
 measured window."""
 import json
 import os
+import time
 
 import pytest
 
@@ -76,6 +77,22 @@ def test_the_next_process_starts_ahead_but_never_beside_a_window(tiny):
     run_case(tiny, then=tiny.replace(seed=1))
     third = run_case(tiny)
     assert third["launch_marks"]["spawned"] == third["launch_marks"]["go"]
+    assert leftovers(wait_s=5) == []
+
+
+@pytest.mark.slow
+def test_the_run_first_process_starts_ahead_while_the_harness_prepares(tiny, monkeypatch):
+    """start_ahead: the floor's first process imports while the data is made, waits untouched, and is the
+    one run_case lets go; none is started where start-ahead is off."""
+    from test_launch import leftovers
+    launch.start_ahead(tiny)
+    time.sleep(3)  # the harness making its data
+    r = run_case(tiny)
+    m, marks = r["ranks"][0]["phase_marks"], r["launch_marks"]
+    assert r["status"] == "ok" and marks["spawned"] + 2.5 < marks["go"] and m["imported"] < m["go"]
+    monkeypatch.setenv("BENCH_START_AHEAD", "0")
+    launch.start_ahead(tiny)
+    assert launch._ahead is None
     assert leftovers(wait_s=5) == []
 
 

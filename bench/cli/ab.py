@@ -3,10 +3,13 @@ paired differences; exit codes as `bench compare`."""
 from __future__ import annotations
 
 import argparse
+from pathlib import Path
 
 from ..analysis import compare
 from ..analysis.search import parse_budget
+from ..core import sweeps
 from ..core.errors import BenchError
+from ..data.defaults import ensure_default_data
 from ..harness import env as envmod
 from ..harness import sides as sidesmod
 from ..harness.ab import AbRun, Settings
@@ -70,7 +73,7 @@ def command(a) -> int:
     budget = parse_budget(a.budget)
     a_env, b_env = sidesmod.parse_env(a.a_env, "--a-env"), sidesmod.parse_env(a.b_env, "--b-env")
     name = a.sweep or ("amp" if envmod.visible_gpu_count() else "tiny")
-    plans, _, device, data_dir = sweepcmd.plan(argparse.Namespace(name=name, gpus=a.gpus, data=a.data, dry_run=False,
+    plans, _, _, data_dir = sweepcmd.plan(argparse.Namespace(name=name, gpus=a.gpus, data=a.data, dry_run=False,
                                                             only=a.only))
     seen, cases = set(), []
     for sweep, cs in plans:
@@ -81,7 +84,8 @@ def command(a) -> int:
     if not cases:
         raise BenchError(f"sweep {name!r} has no case to run here; pick one with a sweep name or --only")
     sides = [sidesmod.resolve("a", a.a, a_env), sidesmod.resolve("b", a.b, b_env)]
-    sweepcmd.prepare(device, data_dir if not a.data else "", [c for _, c in cases])
+    if data_dir and not a.data:
+        ensure_default_data(Path(data_dir), sweeps.images_needed([c for _, c in cases]))
     base = sidesmod.check_out(sides)
     try:
         run = AbRun((sides[0], sides[1]), cases, Store(a.results),

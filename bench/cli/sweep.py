@@ -7,11 +7,13 @@ from pathlib import Path
 
 from ..analysis import noise
 from ..core import recipes, sweeps
+from ..core.case import Case
 from ..core.errors import BenchError
-from ..data.defaults import default_data_dir, ensure_default_data
+from ..data.defaults import default_data_dir, default_data_short, ensure_default_data
 from ..harness import env as envmod
+from ..harness import launch
 from ..harness.checks import resolve_gpus
-from ..harness.read_ahead import ReadAhead
+from ..harness.prime import Prime
 from ..harness.run import Run, run_cases
 from ..present import plan_table, report
 from ..store import query
@@ -83,14 +85,16 @@ def plan(a) -> tuple[list[tuple[str, list]], int, str, str]:
     return plans, gpus, device, data_dir
 
 
-def prepare(device: str, default_data: str, cases) -> None:
-    """Make the default data folder if the cases need it and it is short; on a GPU machine the worker's
-    imports and libraries are read ahead beside it (about 10 s of the first process's start on one
-    H200), and that ends before anything is measured."""
-    with ReadAhead() if device == "cuda" else contextlib.nullcontext() as ahead:
-        if default_data:
-            ensure_default_data(Path(default_data), sweeps.images_needed(cases))
-        if ahead and (line := ahead.finish()):
+def prepare(device: str, default_data: str, cases, reference: Case | None = None) -> None:
+    """Make the default data folder where the cases need it and it is short. On a GPU machine the machine
+    is primed beside that (harness/prime.py: imports, libraries, the reference case's first steps), which
+    ends before anything is measured; with no data to make there is nothing to hide it behind, and a
+    machine that made its data before has paid for those once already."""
+    if not default_data or not default_data_short(Path(default_data), sweeps.images_needed(cases)):
+        return
+    with Prime(reference) if device == "cuda" else contextlib.nullcontext() as prime:
+        ensure_default_data(Path(default_data), sweeps.images_needed(cases))
+        if prime and (line := prime.finish()):
             print(line)
 
 
@@ -100,15 +104,20 @@ def command(a) -> int:
     dist = dist_from_args(a)
     store = Store(a.results)
     if a.dry_run:
-        machine = envmod.machine_slug(envmod.collect())
+        machine = envmod.machine_slug(envmod.collect(software=False))
         folder = store.root / machine
         stored = query.load([folder])[0] if folder.is_dir() else []
         print(plan_table.render(plans, stored, machine, gpus, device, a.processes, a.floor_processes))
         return 0
-    prepare(device, data_dir if not a.data else "", [c for _, cs in plans for c in cs])
-    run = Run(store, dist, a.processes)
+    every = [c for _, cs in plans for c in cs]
     reference = recipes.noise_reference(device)
-    run.begin([c for _, cs in plans for c in cs])
+    run = Run(store, dist, a.processes, software_now=False)
+    run.check(every)
+    run.claim()  # this machine's lock before anything runs: the data and the priming would slow another run
+    if a.floor_processes >= 2:  # the floor's first process imports while the data is made
+        launch.start_ahead(reference, dist)
+    prepare(device, data_dir if not a.data else "", every, reference)
+    run.begin(every)
     made, measured = [], {}
     with run:
         run.measure_floor(reference, a.floor_processes, then=next((c for _, cs in plans for c in cs), None))

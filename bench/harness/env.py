@@ -9,6 +9,8 @@ import socket
 import subprocess
 from pathlib import Path
 
+from ..core import software
+
 REPO_ROOT = Path(__file__).resolve().parents[2]
 
 
@@ -88,41 +90,32 @@ def visible_gpu_count() -> int:
     return n
 
 
+_KNOWN_SOFTWARE: dict = {}
+
+
+def remember_software(versions: dict) -> None:
+    """Versions another process of this interpreter and environment already read (the machine's
+    priming process, which imports torch anyway), so collect() need not import torch here."""
+    _KNOWN_SOFTWARE.update(versions)
+
+
 def software_versions() -> dict:
-    import torch
-    import torchvision
-    v = {"python": platform.python_version(), "torch": torch.__version__,
-         "torchvision": torchvision.__version__, "cuda": torch.version.cuda,
-         "cudnn": None, "nccl": None, "dali": None}
-    try:
-        v["cudnn"] = torch.backends.cudnn.version()
-    except Exception:
-        pass
-    try:
-        if torch.cuda.is_available():
-            n = torch.cuda.nccl.version()
-            v["nccl"] = ".".join(map(str, n)) if isinstance(n, tuple) else str(n)
-    except Exception:
-        pass
-    try:
-        import nvidia.dali
-        v["dali"] = nvidia.dali.__version__
-    except Exception:
-        pass
-    return v
+    return dict(_KNOWN_SOFTWARE) or software.versions()
 
 
 def nccl_env() -> dict:
     return {k: v for k, v in sorted(os.environ.items()) if k.startswith("NCCL_")}
 
 
-def collect() -> dict:
-    """Everything a result needs to say where it came from."""
+def collect(software: bool = True) -> dict:
+    """Everything a result needs to say where it came from; `software` False leaves out the versions
+    (they import torch), for a caller that adds them later."""
     env = {"hostname": socket.gethostname(), "cpu_model": cpu_model(), "cpu_cores": os.cpu_count(),
            "platform": platform.platform(),
            "collected_at": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")}
     env.update(gpu_info())
-    env.update(software_versions())
+    if software:
+        env.update(software_versions())
     env.update(git_info())
     env["nccl_env"] = nccl_env()
     return env

@@ -197,6 +197,14 @@ def cached_env(root: Path) -> dict:
     return out
 
 
+def start_ahead(case: Case, dist: DistArgs = DistArgs(), root: Path | None = None) -> None:
+    """Start the run's first process ahead, while the harness prepares (its data, the machine's
+    priming): it imports, then waits, touching no device, until run_case lets it go."""
+    global _ahead
+    if _ahead is None and os.environ.get(START_AHEAD_VAR, "1") != "0" and dist.nnodes == 1 and not dist.master_addr:
+        _ahead = _spawn(case, dist, Path(root or REPO_ROOT), {}, ahead=True)
+
+
 def discard_ahead() -> None:
     """End the process started ahead, if any (the run ended, or the next case is another)."""
     global _ahead

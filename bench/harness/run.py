@@ -25,13 +25,15 @@ class Run:
     process-to-process noise floor, measured in the same run and kept in its manifest."""
 
     def __init__(self, store: Store, dist: DistArgs = DistArgs(), processes: int = 1, out=sys.stdout,
-                 live: bool | None = None):
+                 live: bool | None = None, software_now: bool = True):
         if processes < 1:
             raise ValueError(f"processes={processes} must be >= 1")
         self.store, self.dist, self.processes, self.out = store, dist, processes, out
         # what a running process is doing, on one line rewritten in place: a terminal only, so logs stay clean
         self.live = out.isatty() if live is None and hasattr(out, "isatty") else bool(live)
-        self.env = envmod.collect()
+        # software_now False: the versions (which import torch) are read at begin(), by then perhaps
+        # handed over by the machine's priming process
+        self.env = envmod.collect(software=software_now)
         self.run_id = new_run_id()
         self.machine, self.commit = envmod.machine_slug(self.env), commit_folder(self.env)
         self.floor = None
@@ -42,13 +44,19 @@ class Run:
                          "started_at": now_iso(), "processes": processes, "sweeps": [], "noise_floor": None,
                          "noise_floor_end": None, "env": self.env}
 
+    def check(self, cases: list[Case]) -> None:
+        """What can refuse the run before its data exists, one line each: GPUs and nodes."""
+        check_gpus(cases, envmod.visible_gpu_count(), self.dist)
+        check_nodes(cases, self.dist)
+
     def begin(self, cases: list[Case]) -> None:
         """Everything that can refuse the run, in one line each, before anything is measured: GPUs,
         nodes, data folders, then the results folder (writable, with room) and its lock."""
-        check_gpus(cases, envmod.visible_gpu_count(), self.dist)
-        check_nodes(cases, self.dist)
+        self.check(cases)
         check_data(cases)
         self.claim()
+        if "torch" not in self.env:
+            self.env.update(envmod.software_versions())  # the manifest holds this same dict
 
     def claim(self) -> None:
         """The results folder (writable, with room) and this machine's lock, so that no other run of the

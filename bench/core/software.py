@@ -1,0 +1,30 @@
+"""The software versions a result records."""
+from __future__ import annotations
+
+import platform
+
+
+def versions() -> dict:
+    """Python, torch, torchvision, CUDA, cuDNN, NCCL and DALI versions (None where absent); imports
+    torch, so a caller that must stay light runs it elsewhere."""
+    import torch
+    import torchvision
+    v = {"python": platform.python_version(), "torch": torch.__version__,
+         "torchvision": torchvision.__version__, "cuda": torch.version.cuda,
+         "cudnn": None, "nccl": None, "dali": None}
+    try:
+        v["cudnn"] = torch.backends.cudnn.version()
+    except Exception:
+        pass
+    try:
+        if torch.cuda.is_available():
+            n = torch.cuda.nccl.version()
+            v["nccl"] = ".".join(map(str, n)) if isinstance(n, tuple) else str(n)
+    except Exception:
+        pass
+    try:
+        import nvidia.dali
+        v["dali"] = nvidia.dali.__version__
+    except Exception:
+        pass
+    return v
