@@ -118,3 +118,36 @@ def test_claims_cli_and_report_section(tmp_path, capsys):
     recs = [query.wrap(r) for r in fixture_dicts()]
     assert "## The articles' claims, checked on this machine and commit" in report.render(recs)
     json.dumps(claims.table(recs))  # plain data, storable
+
+
+def test_every_evidence_sentence_has_chinese_words_with_the_same_values():
+    import string
+
+    from bench.core.phrases import TEMPLATES
+
+    def fields(template):
+        return sorted(f for _, f, _, _ in string.Formatter().parse(template) if f)
+    assert set(TEMPLATES["zh"]) == set(TEMPLATES["en"])
+    for key, en in TEMPLATES["en"].items():
+        assert fields(TEMPLATES["zh"][key]) == fields(en), key
+
+
+def test_the_chinese_report_writes_its_evidence_in_chinese():
+    """The claims' evidence, the noise it used and why a pair is missing, translated through; the English
+    report's sentences are the same words as the records' `evidence`."""
+    from pathlib import Path
+
+    from bench.present import report
+    from bench.store import query
+    recs, _ = query.load([Path(__file__).resolve().parents[1] / "results" / "1x-nvidia-h200" / "834f1c7db0c6"])
+    zh = report.render(recs, "zh")
+    evidence = " ".join(zh.split("证据:")[1].split("比较的文件")[0].split())  # the wrapped lines as one text
+    assert "1 个 GPU，ablation-00-baseline -> ablation-01-num-workers：" in evidence
+    assert "图像/秒，噪声 ±" in evidence and "没有已保存的配对；请在 2 个或更多 GPU 上运行 strategies 扫描" in evidence
+    assert "请在 2 个或更多 GPU 上运行 ablation 或 scaling 扫描" in evidence and "(文章 2，结尾一节)" in evidence
+    for english in ("images/s", "noise +-", "no stored pair", "run the", "assumed +-", "or more GPUs", " or ",
+                    "article", "section"):
+        assert english not in evidence, english
+    en = " ".join(report.render(recs, "en").split())
+    for _, e in claims.evaluations(recs):  # the English report says what the records' evidence says
+        assert " ".join(e["evidence"].split()) in en

@@ -1,5 +1,6 @@
 import io
 import json
+import re
 import subprocess
 import sys
 
@@ -350,7 +351,8 @@ def test_every_command_fits_120_columns_on_the_committed_results(args, capsys, m
     out = capsys.readouterr()
     assert code in (0, 1), out.err
     lines = (out.out + out.err).splitlines()
-    wide = [ln for ln in lines if display_width(ln) > 120]
+    # a result file's path stands whole on a line of its own (copied, never broken), however wide
+    wide = [ln for ln in lines if display_width(ln) > 120 and not re.fullmatch(r"  \S+\.json", ln)]
     assert wide == [], wide[:2]
     rows = [ln for ln in lines if ln.startswith("|") and not set(ln) <= set("|-: ")]
     assert all(ln.strip("|").split("|")[0].strip() for ln in rows)

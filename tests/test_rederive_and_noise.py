@@ -63,9 +63,10 @@ def test_assumed_noise_is_the_largest_spread_of_three_processes_else_the_default
     assumed = noise.assumed_noise([three, one])
     assert assumed[("m", "torch")].half_pct == pytest.approx(100 * 100 / 1050)  # (1100 - 1000) / median
     half, source = noise.noise_for(one, assumed)
-    assert half == pytest.approx(9.52, abs=0.01) and "largest spread of 3 processes of a torch case" in source
+    assert half == pytest.approx(9.52, abs=0.01) and "largest spread of 3 processes of a torch case" in str(source)
+    assert "一个 torch 用例的 3 个进程的最大离散度" in source.text("zh")  # the same words for a Chinese report
     half, source = noise.noise_for(query.wrap(_record("dali", name="loader-dali")), assumed)
-    assert half == noise.DEFAULT_HALF_PCT["dali"] and "default for a dali case" in source
+    assert half == noise.DEFAULT_HALF_PCT["dali"] and "default for a dali case" in str(source)
 
 
 def test_a_large_effect_without_intervals_is_a_verdict_that_names_its_noise():
@@ -109,7 +110,7 @@ def test_a_run_too_noisy_or_drifting_warns_once_at_the_top_and_judges_nothing(tm
     _store_run(tmp_path, "noisy", _workers_pair(), floor, floor_end)
     records = query.load([tmp_path])[0]
     assumed = noise.assumed_noise(records)
-    assert why in assumed.unreliable["noisy"]
+    assert why in str(assumed.unreliable["noisy"])
     text = report.render(records, assumed=assumed)
     body = text.split("\n", 2)[2]
     assert body.lstrip().startswith("**WARNING: run noisy cannot be judged:") and text.count("WARNING") == 1

@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 
 from ..core import verdicts
 from ..core.identity import differing_fields
+from ..core.phrases import phrase
 from ..core.verdicts import CANNOT, FAILS, HOLDS, INCONCLUSIVE
 from ..store import query
 from . import noise
@@ -89,8 +90,8 @@ def _usable(records: list[query.Record], include_old: bool) -> list[query.Record
 
 
 def find_pair(claim: Claim, records: list[query.Record], min_gpus: int = 1):
-    """(before, after, None), or (None, None, why not): the first listed pair of recipes stored at a common
-    GPU count (most GPUs first) whose cases differ only in the claim's knobs."""
+    """(before, after, None), or (None, None, why not: the first two pairs refused): the first listed pair of
+    recipes stored at a common GPU count (most GPUs first) whose cases differ only in the claim's knobs."""
     refused = []
     for before, after in claim.change:
         found = []
@@ -101,49 +102,60 @@ def find_pair(claim: Claim, records: list[query.Record], min_gpus: int = 1):
                     continue
                 extra = differing_fields(ca, cb) - set(claim.knobs or ())
                 if claim.knobs is not None and extra:
-                    refused.append(f"{before} -> {after} at {ca['gpus']} GPU(s) also differ in {', '.join(sorted(extra))}")
+                    refused.append(phrase("also_differ", a=before, b=after, gpus=ca["gpus"], fields=", ".join(sorted(extra))))
                     continue
                 found.append((a, b))
         if found:
             a, b = max(found, key=lambda p: p[0].case["gpus"])
             return a, b, None
-    return None, None, "; ".join(sorted(set(refused))[:2])
+    unique = {str(p): p for p in refused}  # by their words: a phrase holds a dict, so no set of them
+    return None, None, [unique[k] for k in sorted(unique)][:2]
 
 
 def evaluate(claim: Claim, records: list[query.Record], include_old: bool = False, assumed: dict | None = None) -> dict:
     """One claim on one machine's records: verdict, effect and the evidence naming both files. A figure
     without an interval of its own is judged against `assumed` noise (analysis/noise.py; computed from
-    `records` when not given), and the evidence says so."""
+    `records` when not given), and the evidence says so: `evidence` in English, `evidence_phrase` for a
+    report in another language (core/phrases.py)."""
     usable = _usable(records, include_old)
     assumed = noise.assumed_noise(records) if assumed is None else assumed
-    if claim.kind == "table":
-        return _evaluate_table(claim, usable, assumed)
+    out = _evaluate_table(claim, usable, assumed) if claim.kind == "table" else _evaluate_pair(claim, usable, assumed,
+                                                                                              include_old)
+    return {**out, "evidence": out["evidence_phrase"].text()}
+
+
+def _evaluate_pair(claim: Claim, usable: list[query.Record], assumed: dict, include_old: bool) -> dict:
     a, b, refused = find_pair(claim, usable, claim.min_gpus)
     if a is None:
         fewer = find_pair(claim, usable)[0] is not None
-        why = (f"it needs {claim.min_gpus} or more GPUs and only fewer are stored" if fewer and claim.min_gpus > 1
-               else f"no pair differing only in {', '.join(claim.knobs)} ({refused})" if refused else "no stored pair")
-        return {"verdict": CANNOT, "effect": "-", "evidence": f"{why}; run the {claim.sweep_hint} sweep"
-                + (f" on {claim.min_gpus} or more GPUs" if claim.min_gpus > 1 else ""), "files": []}
+        why = (phrase("needs_gpus", n=claim.min_gpus) if fewer and claim.min_gpus > 1
+               else phrase("no_pair_differing", knobs=", ".join(claim.knobs), refused=refused) if refused
+               else phrase("no_pair"))
+        sweep = phrase("either", a=claim.sweep_hint.split(" or ")[0], b=claim.sweep_hint.split(" or ")[1]) \
+            if " or " in claim.sweep_hint else claim.sweep_hint
+        hint = (phrase("run_sweep_gpus", why=why, sweep=sweep, n=claim.min_gpus) if claim.min_gpus > 1
+                else phrase("run_sweep", why=why, sweep=sweep))
+        return {"verdict": CANNOT, "effect": "-", "evidence_phrase": hint, "files": []}
     ca, cb = a.case, b.case
-    where = f"{ca['gpus']} GPU(s), {ca['name']} -> {cb['name']}"
+    where = phrase("where", gpus=ca["gpus"], a=ca["name"], b=cb["name"])
     files = [a.path, b.path]
     if claim.kind == "fewer-allreduces":
         na, nb = a.metrics.get("allreduce_calls_per_step"), b.metrics.get("allreduce_calls_per_step")
         if na is None or nb is None:
-            return {"verdict": CANNOT, "effect": "-", "evidence": "no all-reduce count stored", "files": files}
+            return {"verdict": CANNOT, "effect": "-", "evidence_phrase": phrase("no_allreduce_count"), "files": files}
         held = na <= nb  # a count, not a timing: exact, no noise to weigh
         return {"verdict": HOLDS if held else FAILS, "effect": f"{na:g} vs {nb:g} all-reduces per step",
-                "evidence": f"{where}: the article's loop ran {na:g} bucket all-reduces per optimizer step over "
-                            f"{ca['accumulation_steps']} micro-batches; with no_sync() {nb:g}", "files": files}
+                "evidence_phrase": phrase("allreduces", where=where, na=f"{na:g}", k=ca["accumulation_steps"],
+                                          nb=f"{nb:g}"), "files": files}
     c = noise.judge(a, b, assumed, include_old)
-    text = f"{where}: {a.images_per_s:,.0f} -> {b.images_per_s:,.0f} images/s, {noise.text(c)}"
+    text = phrase("pair", where=where, ips_a=f"{a.images_per_s:,.0f}", ips_b=f"{b.images_per_s:,.0f}",
+                  noise=noise.noise_phrase(c))
     return {"verdict": verdicts.claim_verdict(c["delta_pct"], c["noise_pct"]), "effect": f"{c['delta_pct']:+.1f}%",
-            "evidence": text, "files": files}
+            "evidence_phrase": text, "files": files}
 
 
 def _evaluate_table(claim: Claim, records: list[query.Record], assumed: dict) -> dict:
-    parts, judged, files = [], [], []
+    parts, judged, files, effect = [], [], [], "-"
     names = ("seed-baseline", "seed-optimized")
     cells, _ = query.article_cells(records, names)  # the cells of the report's seed table
     for gpus, published in sorted(claim.extra["published_pct"].items()):
@@ -151,18 +163,18 @@ def _evaluate_table(claim: Claim, records: list[query.Record], assumed: dict) ->
                 for name in names}
         a, b = pick["seed-baseline"], pick["seed-optimized"]
         if not (a and b):
-            parts.append(f"{gpus} GPUs: not stored")
+            parts.append(phrase("gpus_not_stored", n=gpus))
             continue
         c = noise.judge(a, b, assumed)
         judged.append(verdicts.claim_verdict(c["delta_pct"], c["noise_pct"]))
         files += [a.path, b.path]
-        parts.append(f"{gpus} GPUs: {c['delta_pct']:+.1f}% measured ({noise.text(c)}) against +{published}% published")
+        effect = f"{c['delta_pct']:+.1f}%"
+        parts.append(phrase("gpus_measured", n=gpus, delta=f"{c['delta_pct']:+.1f}", noise=noise.noise_phrase(c),
+                            published=published))
     if not judged:
-        return {"verdict": CANNOT, "effect": "-", "files": [],
-                "evidence": "; ".join(parts) + " (run the seed sweep; 4 GPUs need a 4-GPU machine)"}
+        return {"verdict": CANNOT, "effect": "-", "files": [], "evidence_phrase": phrase("table_not_run", parts=parts)}
     verdict = HOLDS if all(v == HOLDS for v in judged) else FAILS if FAILS in judged else INCONCLUSIVE
-    return {"verdict": verdict, "effect": parts[-1].split(": ", 1)[1].split(" measured")[0], "files": files,
-            "evidence": "; ".join(parts) + " (direction judged against noise; hardware differs from the article's)"}
+    return {"verdict": verdict, "effect": effect, "files": files, "evidence_phrase": phrase("table_judged", parts=parts)}
 
 
 def evaluations(records: list[query.Record], include_old: bool = False,
@@ -183,11 +195,11 @@ def table(records: list[query.Record], include_old: bool = False,
             for c, e in (evals if evals is not None else evaluations(records, include_old))]
 
 
-def files_compared(evals: list[tuple[Claim, dict]], root: str = "") -> list[str]:
-    """One line per judged claim naming the two (or more) result files it compared."""
+def files_compared(evals: list[tuple[Claim, dict]], root: str = "") -> list[tuple[str, list[str]]]:
+    """(claim id, the result files it compared, before first) per judged claim, relative to `root`."""
     def short(path: str) -> str:
         return path[len(root):].lstrip("/") if root and path.startswith(root) else path
-    return [f"{c.id}: " + " -> ".join(short(f) for f in e["files"]) for c, e in evals if e.get("files")]
+    return [(c.id, [short(f) for f in e["files"]]) for c, e in evals if e.get("files")]
 
 
 HEADERS = ["claim", "source", "what it says", "verdict", "effect", "evidence"]

@@ -13,6 +13,7 @@ import statistics
 from dataclasses import dataclass
 
 from ..core import verdicts
+from ..core.phrases import Phrase, phrase, render
 from ..store import query
 from ..store.record import Record
 
@@ -37,27 +38,26 @@ class NoiseModel(dict):
         self.unreliable = unreliable or {}
 
 
-def unreliable_runs(manifests: dict[str, dict]) -> dict[str, str]:
+def unreliable_runs(manifests: dict[str, dict]) -> dict[str, Phrase]:
     """Run id -> why (a wide floor, or drift between its start and end floors), by the stated rule."""
     out = {}
     for run_id, m in manifests.items():
         start, end = m.get("noise_floor") or {}, m.get("noise_floor_end") or {}
         if "rel_sd" in start and 100 * start["rel_sd"] > NOISY_FLOOR_SD_PCT:
-            out[run_id] = (f"its noise floor's process-to-process sd is {100 * start['rel_sd']:.1f}% over {start['n']} "
-                           f"processes, above the {NOISY_FLOOR_SD_PCT:g}% a verdict can be judged by")
+            out[run_id] = phrase("floor_too_wide", sd=f"{100 * start['rel_sd']:.1f}", n=start["n"],
+                                 limit=f"{NOISY_FLOOR_SD_PCT:g}")
         elif "rel_sd" in start and "rel_sd" in end:
             drift = 100 * (statistics.median(end["images_per_s"]) / statistics.median(start["images_per_s"]) - 1)
             if abs(drift) >= DRIFT_PCT:
-                out[run_id] = (f"its noise floor moved {drift:+.1f}% between the run's start and end, "
-                               f"{DRIFT_PCT:g}% or more: the machine changed under it")
+                out[run_id] = phrase("floor_moved", drift=f"{drift:+.1f}", limit=f"{DRIFT_PCT:g}")
     return out
 
 
 @dataclass(frozen=True)
 class Assumed:
     half_pct: float
-    source: str
-    """Where the figure comes from, in words: the run and case that showed that spread, or the default."""
+    source: Phrase
+    """Where the figure comes from: the run and case that showed that spread, or the default."""
 
 
 def kind(case: dict) -> str:
@@ -79,52 +79,59 @@ def assumed_noise(records: list[Record]) -> NoiseModel:
             return
         spread = _spread_pct(figures)
         if (machine, k) not in found or spread > found[(machine, k)].half_pct:
-            found[(machine, k)] = Assumed(spread, f"assumed +-{spread:.1f}%: the largest spread of {len(figures)} "
-                                                  f"processes of a {k} case on {machine}, {where}")
+            found[(machine, k)] = Assumed(spread, phrase("assumed_spread", pct=f"{spread:.1f}", n=len(figures), kind=k,
+                                                         machine=machine, where=where))
     for r in records:
         figures = [p.get("images_per_s") for p in r.data.get("processes") or []]
         if r.ok and r.current and all(figures) and r.run_id not in found.unreliable:
-            offer(r.machine, kind(r.case), figures, f"{r.case['name']}, run {r.run_id}")
+            offer(r.machine, kind(r.case), figures, phrase("case_run", name=r.case["name"], run=r.run_id))
     for run_id, m in manifests.items():
         if run_id in found.unreliable:
             continue
         for key in ("noise_floor", "noise_floor_end"):
             floor = m.get(key) or {}
             if floor.get("images_per_s"):
-                offer(m.get("machine", ""), "synthetic", floor["images_per_s"], f"noise floor of run {run_id}")
+                offer(m.get("machine", ""), "synthetic", floor["images_per_s"], phrase("floor_run", run=run_id))
     return found
 
 
-def noise_for(r: Record, assumed: dict, include_old: bool = False) -> tuple[float | None, str]:
-    """(half-width in percent, where it came from) for one record's figure."""
+def noise_for(r: Record, assumed: dict, include_old: bool = False) -> tuple[float | None, Phrase | None]:
+    """(half-width in percent, where it came from: None for the figure's own interval) for one record's figure."""
     if not r.current and not include_old:
-        return None, "older definition"  # shown, never judged, unless asked for
+        return None, phrase("older")  # shown, never judged, unless asked for
     why = getattr(assumed, "unreliable", {}).get(r.run_id)
     if why:
-        return None, f"run {r.run_id} is unreliable: {why}"
+        return None, phrase("unreliable_run", run=r.run_id, why=why)
     measured = verdicts.half_width_pct(r.metrics, within_process_ok=include_old and not r.current)
     if measured is not None:
-        return measured, ""
+        return measured, None
     a = assumed.get((r.machine, kind(r.case)))
     if a:
         return a.half_pct, a.source
     k = kind(r.case)
-    return DEFAULT_HALF_PCT[k], (f"assumed +-{DEFAULT_HALF_PCT[k]:g}%: the default for a {k} case, no run of "
-                                 f"{MIN_PROCESSES}+ processes of one stored on {r.machine}")
+    return DEFAULT_HALF_PCT[k], phrase("assumed_default", pct=f"{DEFAULT_HALF_PCT[k]:g}", kind=k, n=MIN_PROCESSES,
+                                       machine=r.machine)
 
 
 def judge(a: Record, b: Record, assumed: dict, include_old: bool = False) -> dict:
-    """B against A: change, combined noise and verdict (verdicts.compare), and which noise was assumed."""
+    """B against A: change, combined noise and verdict (verdicts.compare), and which noise was assumed
+    (`assumed` in English, `assumed_phrase` for a report in another language)."""
     ha, why_a = noise_for(a, assumed, include_old)
     hb, why_b = noise_for(b, assumed, include_old)
     c = verdicts.compare(a.images_per_s, ha, b.images_per_s, hb)
-    c["assumed"] = (f"both {why_a}" if why_a and why_a == why_b else
-                    "; ".join(f"{side} {why}" for side, why in (("a", why_a), ("b", why_b)) if why))
+    c["assumed_phrase"] = (phrase("both", why=why_a) if why_a and why_a == why_b else
+                           [phrase("side", side=side, why=why) for side, why in (("a", why_a), ("b", why_b)) if why]
+                           or None)
+    c["assumed"] = render(c["assumed_phrase"]) if c["assumed_phrase"] else ""
     return c
+
+
+def noise_phrase(c: dict) -> Phrase:
+    """The noise a verdict used (or that there was none), and where it came from."""
+    base = phrase("no_noise") if c["noise_pct"] is None else phrase("noise", pct=f"{c['noise_pct']:.1f}")
+    return phrase("with_source", text=base, source=c["assumed_phrase"]) if c.get("assumed_phrase") else base
 
 
 def text(c: dict) -> str:
     """The noise a verdict used (or why there was none), in a sentence's words."""
-    if c["noise_pct"] is None:
-        return "no noise to judge by" + (f" ({c['assumed']})" if c.get("assumed") else "")
-    return verdicts.noise_text(c) + (f" ({c['assumed']})" if c.get("assumed") else "")
+    return noise_phrase(c).text()

@@ -7,7 +7,7 @@ from tabulate import tabulate
 
 from ..analysis import claims, noise
 from ..core.errors import StoreError
-from ..present.report import claims_section, runs_used_lines
+from ..present.report import claims_section, files_lines, runs_used_lines
 from ..store import query
 from .flags import add_results_flag, add_selection_flags
 from .reading import load, selected
@@ -39,9 +39,9 @@ def command(a) -> int:
         if a.wide:  # one row per claim with its sentence and evidence, however wide
             print(tabulate(claims.table(chosen, evals=evals), headers=claims.HEADERS, tablefmt="github",
                            disable_numparse=True))
-            files = claims.files_compared(evals, str(Path(a.results).resolve()))
+            files = files_lines(claims.files_compared(evals, str(Path(a.results).resolve())))
             if files:
-                print("\nfiles compared:\n" + "\n".join(f"- {ln}" for ln in files))
+                print("\nfiles compared:\n" + "\n".join(files))
         else:  # the report's section: verdicts in a table, evidence and files as wrapped lines
             print("\n".join(claims_section(evals, "en")))
         print()

@@ -8,7 +8,7 @@ from tabulate import tabulate
 
 from ..core.errors import StoreError
 from ..core.labels import describe
-from ..present.history_plot import commit_order, history_plot
+from ..present.history_plot import commit_order, history_plot, history_rows
 from ..store import query
 from .flags import add_results_flag
 from .reading import load, shown
@@ -26,21 +26,6 @@ def add(sub) -> None:
     h.set_defaults(func=command)
 
 
-def _mark(r: query.Record) -> str:
-    return "re-derived" if r.rederived else "" if r.current else "older definition"
-
-
-def rows(recs: list[query.Record], order: list[str]) -> list[list]:
-    out = []
-    for r in sorted(recs, key=lambda r: (order.index(r.commit), r.started_at, r.run_id)):
-        ci = r.ci95
-        # the run id says when it started (UTC); a failed run's status stands where its note would
-        out.append([r.commit, r.run_id, r.sweep, f"{r.images_per_s:,.1f}" if r.ok else "-",
-                    (f"{ci[0]:,.1f}-{ci[1]:,.1f}" if ci else f"none; windows {r.metrics['spread_pct']:.1f}%")
-                    if r.ok else "-", _mark(r) if r.ok else r.status])
-    return out
-
-
 def command(a) -> int:
     every = load([a.results])
     matching = [r for r in every if r.case_id.startswith(a.case) or r.stored_id.startswith(a.case)]
@@ -49,7 +34,7 @@ def command(a) -> int:
     for (machine, case_id), recs in query.group(matching, "machine", "case_id").items():
         order = commit_order([r for r in every if r.machine == machine])
         print(f"{case_id} on {machine}\n  {describe(recs[0].case)}")
-        print(tabulate(rows(recs, order), headers=["commit", "run (started, UTC)", "sweep", "images/s", "95% interval",
+        print(tabulate(history_rows(recs, order), headers=["commit", "run (started, UTC)", "sweep", "images/s", "95% interval",
                                                    "note"], tablefmt="github", disable_numparse=True))
         if not a.no_plot:
             path = history_plot(case_id, recs, order, Path(a.results) / machine / "history")

@@ -4,7 +4,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from ..analysis import noise
-from ..present import exports, report
+from ..present import exports, html, report
 from .flags import add_results_flag, add_selection_flags
 from .reading import load, selected
 
@@ -23,6 +23,9 @@ def add(sub) -> None:
     rep.add_argument("--out", default="", help="folder for REPORT.md and plots/ (default: the folder read)")
     rep.add_argument("--no-files", action="store_true", help="print only; write no REPORT.md or plots")
     rep.add_argument("--wide", action="store_true", help="also every column of every case (wider than a terminal)")
+    rep.add_argument("--html", action="store_true",
+                     help="also write REPORT.html (REPORT.zh.html in Chinese) beside REPORT.md: one self-contained "
+                          "page with the tables, plots, claims, each machine's history and every run's noise")
     add_selection_flags(rep)
     rep.set_defaults(func=command)
 
@@ -34,9 +37,17 @@ def command(a) -> int:
     every = load([a.results]) if a.paths and Path(a.results).is_dir() else []
     assumed = noise.assumed_noise(every + records)
     print(report.render(records, a.lang, wide=a.wide, assumed=assumed))
+    out = Path(a.out) if a.out else (Path(paths[0]) if len(paths) == 1 and Path(paths[0]).is_dir() else Path(a.results))
     if records and not a.no_files:
-        out = Path(a.out) if a.out else (Path(paths[0]) if len(paths) == 1 and Path(paths[0]).is_dir() else Path(a.results))
         print(f"\nwrote {report.write_report(records, out, a.lang, a.wide, assumed)} (and its plots)")
+    if records and a.html:
+        machines = {r.machine for r in records}
+        # the history reaches past the selection: every stored record of the same machines
+        stored = every or (load([a.results]) if Path(a.results).is_dir() else [])
+        history = [r for r in stored if r.machine in machines] or records
+        page = html.write_html(records, history, out / report.report_name(a.lang).replace(".md", ".html"), a.lang,
+                               a.wide, assumed)
+        print(f"\nwrote {page} (one page: open it in a browser)")
     if a.csv:
         every_record, seed = exports.write_csv(records, Path(a.csv))
         print(f"\nCSV written: {every_record} (every record) and {seed} (the seed table)")

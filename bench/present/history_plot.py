@@ -16,6 +16,22 @@ def commit_order(records: list[Record]) -> list[str]:
     return sorted(first, key=lambda c: (first[c], c))
 
 
+def _mark(r: Record) -> str:
+    return "re-derived" if r.rederived else "" if r.current else "older definition"
+
+
+def history_rows(recs: list[Record], order: list[str]) -> list[list]:
+    """One row per stored run of a case: commit, run, sweep, figure, interval, note (oldest commit first)."""
+    out = []
+    for r in sorted(recs, key=lambda r: (order.index(r.commit), r.started_at, r.run_id)):
+        ci = r.ci95
+        # the run id says when it started (UTC); a failed run's status stands where its note would
+        out.append([r.commit, r.run_id, r.sweep, f"{r.images_per_s:,.1f}" if r.ok else "-",
+                    (f"{ci[0]:,.1f}-{ci[1]:,.1f}" if ci else f"none; windows {r.metrics['spread_pct']:.1f}%")
+                    if r.ok else "-", _mark(r) if r.ok else r.status])
+    return out
+
+
 def history_plot(case_id: str, points: list[Record], order: list[str], out: Path) -> Path | None:
     """`points`: the case's ok runs on one machine; `order`: that machine's commits in order."""
     ok = sorted((r for r in points if r.ok), key=lambda r: (order.index(r.commit), r.started_at))

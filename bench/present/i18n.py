@@ -1,6 +1,9 @@
 """Every fixed word the report prints, in English and in Chinese (the second article's language and
-its own table headings). Measured details inside evidence sentences stay as the code writes them."""
+its own table headings). The sentences the analysis writes (evidence, noise sources) come from
+core/phrases.py in either language."""
 from __future__ import annotations
+
+import re
 
 TEXT = {
     "en": {
@@ -52,6 +55,10 @@ TEXT = {
         "old_mark": "* older metric definition; ^ re-derived from its windows under today's",
         "plots_title": "Plots",
         "environment": "Environment",
+        "history_title": "History: each machine's headline cases across its commits",
+        "history_cols": ["commit", "run (started, UTC)", "sweep", "images/s", "95% interval", "note"],
+        "history_noise": "The noise floor of every run",
+        "noise_cols": ["commit", "run", "floor sd %", "processes", "end sd %", "median moved %"],
         "verdicts": {},
     },
     "zh": {
@@ -99,6 +106,10 @@ TEXT = {
         "old_mark": "* 旧的指标定义；^ 已由其测量窗口按现行定义重算",
         "plots_title": "图",
         "environment": "环境",
+        "history_title": "历史：各机器的主要用例在其各次提交上的结果",
+        "history_cols": ["提交", "运行（开始时间，UTC）", "扫描", "图像/秒", "95% 区间", "备注"],
+        "history_noise": "每次运行的噪声底",
+        "noise_cols": ["提交", "运行", "噪声底标准差 %", "进程数", "结束时标准差 %", "中位数变化 %"],
         "verdicts": {"holds": "成立", "does not hold": "不成立", "inconclusive": "无法判定",
                      "cannot be measured here": "此处无法测量", "input-bound": "输入受限",
                      "compute-bound": "计算受限", "communication-bound": "通信受限", "loader-only": "仅加载器",
@@ -126,6 +137,14 @@ CLAIMS_ZH = {
 
 def claim_text(lang: str, claim) -> str:
     return CLAIMS_ZH.get(claim.id, claim.claim) if lang == "zh" else claim.claim
+
+
+def claim_source(lang: str, claim) -> str:
+    """Where in the articles a claim stands: `article 2, section 3.1`, in Chinese `文章 2，第 3.1 节`."""
+    if lang != "zh":
+        return claim.source
+    text = re.sub(r"article (\d+)", r"文章 \1", claim.source)
+    return re.sub(r", section ([\d.]+)", r"，第 \1 节", text).replace(", closing section", "，结尾一节")
 
 
 def t(lang: str, key: str, **values) -> str:

@@ -31,7 +31,8 @@ def _error(r: Record) -> tuple[float, float]:
 
 
 def _title(text: str, where: tuple) -> str:
-    return (f"{text}\n{where[0]}, commit {where[1]}; error bars: 95% interval, hatched or hollow: none stored"
+    # three short lines: one long line is cut at the figure's edges
+    return (f"{text}\n{where[0]}, commit {where[1]}\nerror bars: 95% interval; hatched or hollow: none stored"
             if where else text)
 
 
@@ -63,7 +64,7 @@ def scaling(records: list[Record], out: Path, where: tuple = ()) -> Path | None:
         ax.plot(xs, [ys[0] * x for x in xs], ":", color=colour, alpha=0.6)
     ax.set_xlabel("GPUs")
     ax.set_ylabel("images/s (global)")
-    ax.set_title(_title("Throughput against GPUs (dotted: linear scaling from one GPU)", where))
+    ax.set_title(_title("Throughput against GPUs (dotted: linear scaling from one GPU)", where), fontsize=9)
     ax.set_xticks(sorted({x for pts in lines.values() for x in pts}))
     ax.legend(fontsize=7)
     ax.grid(alpha=0.3)
@@ -93,7 +94,7 @@ def baseline_vs_optimized(records: list[Record], out: Path, optimized: str = "se
     batches = [(base.get(n) or opt.get(n)).metrics["global_batch"] for n in counts]
     ax.set_xticks(range(len(counts)), [f"{n} GPU(s)\nbatch {b}" for n, b in zip(counts, batches)])
     ax.set_ylabel("images/s (global)")
-    ax.set_title(_title(f"Baseline against {optimized}", where))
+    ax.set_title(_title(f"Baseline against {optimized}", where), fontsize=9)
     ax.legend()
     return _save(fig, out / f"baseline-vs-{optimized}.png")
 

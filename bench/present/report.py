@@ -6,7 +6,7 @@ import statistics
 from pathlib import Path
 
 from ..analysis import claims, noise, targets
-from ..core import stats
+from ..core import phrases, stats
 from ..core.identity import differing_fields
 from ..core.labels import describe
 from ..store import query
@@ -74,18 +74,20 @@ def summary_lines(records: list[Record], evals: list, lang: str) -> list[str]:
     return lines
 
 
-def runs_used_lines(records: list[Record], lang: str = "en") -> list[str]:
-    """Which runs a table used, by the stated rule, and how many records it only shows."""
+def runs_used_lines(records: list[Record], lang: str = "en", bullet: str = "") -> list[str]:
+    """Which runs a table used, by the stated rule, and how many records it only shows; `bullet` "- "
+    makes each a list item (so Markdown keeps them apart)."""
     ids = query.runs_of(records)
-    lines = wrap(i18n.t(lang, "runs_used", runs=", ".join(ids[:4]) + (f" +{len(ids) - 4}" if len(ids) > 4 else "")))
+    texts = [i18n.t(lang, "runs_used", runs=", ".join(ids[:4]) + (f" +{len(ids) - 4}" if len(ids) > 4 else ""))]
     old = sum(not r.current for r in records)
     again = sum(r.rederived for r in records)
-    return (lines + (wrap(i18n.t(lang, "rederived", n=again)) if again else [])
-            + (wrap(i18n.t(lang, "old_defs", n=old)) if old else []))
+    texts += ([i18n.t(lang, "rederived", n=again)] if again else []) + ([i18n.t(lang, "old_defs", n=old)] if old else [])
+    return [ln for text in texts for ln in wrap(bullet + text)]
 
 
 def noise_floor_lines(records: list[Record], lang: str = "en") -> list[str]:
-    lines = runs_used_lines(records, lang)
+    """The runs used, then each run's noise floor at its start and end, one list item each."""
+    lines = runs_used_lines(records, lang, bullet="- ")
     for run_id, m in sorted(query.run_manifests(records).items()):
         start, end = m.get("noise_floor") or {}, m.get("noise_floor_end") or {}
         if "rel_sd" in start:
@@ -94,9 +96,9 @@ def noise_floor_lines(records: list[Record], lang: str = "en") -> list[str]:
             if "rel_sd" in end:
                 drift = 100 * (statistics.median(end["images_per_s"]) / statistics.median(start["images_per_s"]) - 1)
                 text += i18n.t(lang, "floor_end", sd=f"{100 * end['rel_sd']:.2f}", n=end["n"], drift=f"{drift:+.1f}")
-            lines += wrap(text)
+            lines += wrap("- " + text)
         else:
-            lines += wrap(i18n.t(lang, "no_floor", run=run_id, k=m.get("processes", 1)))
+            lines += wrap("- " + i18n.t(lang, "no_floor", run=run_id, k=m.get("processes", 1)))
     return lines
 
 
@@ -104,11 +106,16 @@ def claims_section(evals: list, lang: str) -> list[str]:
     rows = [[c.id, i18n.word(lang, e["verdict"]), e["effect"]] for c, e in evals]
     out = [table(rows, i18n.t(lang, "claims_cols")), "", f"{i18n.t(lang, 'evidence')}:"]
     for c, e in evals:
-        out += wrap(f"- {c.id} ({c.source}): {i18n.claim_text(lang, c)} {e['evidence']}")
-    files = claims.files_compared(evals, root=str(DEFAULT_ROOT))
-    if files:
-        out += ["", f"{i18n.t(lang, 'files')}:"] + [ln for f in files for ln in wrap(f"- {f}")]
-    return out
+        evidence = phrases.render(e.get("evidence_phrase") or e["evidence"], lang)
+        out += wrap(f"- {c.id} ({i18n.claim_source(lang, c)}): {i18n.claim_text(lang, c)} {evidence}")
+    files = files_lines(claims.files_compared(evals, root=str(DEFAULT_ROOT)))
+    return out + (["", f"{i18n.t(lang, 'files')}:"] + files if files else [])
+
+
+def files_lines(files: list[tuple[str, list[str]]]) -> list[str]:
+    """Each claim, then each file it compared on a line of its own, never broken (a path is copied
+    whole, even where it is wider than a terminal)."""
+    return [ln for claim, paths in files for ln in [f"- {claim}:"] + [f"  {p}" for p in paths]]
 
 
 def targets_section(records: list[Record], lang: str) -> list[str]:
@@ -121,7 +128,7 @@ def _render_group(records: list[Record], lang: str, plot_files: list, wide: bool
                   assumed: dict | None = None) -> str:
     unreliable = getattr(assumed, "unreliable", {})
     out = [ln for run in query.runs_of(records) if run in unreliable
-           for ln in wrap("**" + i18n.t(lang, "unreliable", run=run, why=unreliable[run]) + "**")]
+           for ln in wrap("**" + i18n.t(lang, "unreliable", run=run, why=phrases.render(unreliable[run], lang)) + "**")]
     out += [""] if out else []
     for optimized, title in (("seed-optimized", "seed_title"), ("best", "best_title")):
         if optimized == "best" and not any(r.case["name"] == "best" for r in records):

@@ -1,0 +1,104 @@
+"""The sentences the analysis writes about measurements (a claim's evidence, where a noise figure came
+from, why a run cannot be judged), kept as a key and its values, so a report renders them in English
+or in Chinese. Records and JSON keep the English text."""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+TEMPLATES = {
+    "en": {
+        "where": "{gpus} GPU(s), {a} -> {b}",
+        "pair": "{where}: {ips_a} -> {ips_b} images/s, {noise}",
+        "noise": "noise +-{pct}%",
+        "no_noise": "no noise to judge by",
+        "no_interval": "no interval stored",
+        "with_source": "{text} ({source})",
+        "both": "both {why}",
+        "side": "{side} {why}",
+        "assumed_spread": "assumed +-{pct}%: the largest spread of {n} processes of a {kind} case on {machine}, {where}",
+        "case_run": "{name}, run {run}",
+        "floor_run": "noise floor of run {run}",
+        "assumed_default": "assumed +-{pct}%: the default for a {kind} case, no run of {n}+ processes of one stored "
+                           "on {machine}",
+        "older": "older definition",
+        "unreliable_run": "run {run} is unreliable: {why}",
+        "floor_too_wide": "its noise floor's process-to-process sd is {sd}% over {n} processes, above the {limit}% a "
+                          "verdict can be judged by",
+        "floor_moved": "its noise floor moved {drift}% between the run's start and end, {limit}% or more: the machine "
+                       "changed under it",
+        "needs_gpus": "it needs {n} or more GPUs and only fewer are stored",
+        "no_pair_differing": "no pair differing only in {knobs} ({refused})",
+        "also_differ": "{a} -> {b} at {gpus} GPU(s) also differ in {fields}",
+        "no_pair": "no stored pair",
+        "run_sweep": "{why}; run the {sweep} sweep",
+        "either": "{a} or {b}",
+        "run_sweep_gpus": "{why}; run the {sweep} sweep on {n} or more GPUs",
+        "no_allreduce_count": "no all-reduce count stored",
+        "allreduces": "{where}: the article's loop ran {na} bucket all-reduces per optimizer step over {k} "
+                      "micro-batches; with no_sync() {nb}",
+        "gpus_not_stored": "{n} GPUs: not stored",
+        "gpus_measured": "{n} GPUs: {delta}% measured ({noise}) against +{published}% published",
+        "table_not_run": "{parts} (run the seed sweep; 4 GPUs need a 4-GPU machine)",
+        "table_judged": "{parts} (direction judged against noise; hardware differs from the article's)",
+    },
+    "zh": {
+        "where": "{gpus} 个 GPU，{a} -> {b}",
+        "pair": "{where}：{ips_a} -> {ips_b} 图像/秒，{noise}",
+        "noise": "噪声 ±{pct}%",
+        "no_noise": "没有可据以判断的噪声",
+        "no_interval": "未保存区间",
+        "with_source": "{text}（{source}）",
+        "both": "两者均为{why}",
+        "side": "{side} 为{why}",
+        "assumed_spread": "假定 ±{pct}%：{machine} 上一个 {kind} 用例的 {n} 个进程的最大离散度，{where}",
+        "case_run": "{name}，运行 {run}",
+        "floor_run": "运行 {run} 的噪声底",
+        "assumed_default": "假定 ±{pct}%：{kind} 用例的默认值，{machine} 上尚未保存过 {n} 个以上进程的运行",
+        "older": "旧的指标定义",
+        "unreliable_run": "运行 {run} 不可靠：{why}",
+        "floor_too_wide": "其噪声底在 {n} 个进程间的标准差为 {sd}%，高于可据以判断的 {limit}%",
+        "floor_moved": "其噪声底在运行开始与结束之间变化了 {drift}%，达到或超过 {limit}%：机器在运行期间发生了变化",
+        "needs_gpus": "需要 {n} 个或更多 GPU，而已保存的结果只有更少的 GPU",
+        "no_pair_differing": "没有仅在 {knobs} 上不同的配对（{refused}）",
+        "also_differ": "{gpus} 个 GPU 上的 {a} -> {b} 还在 {fields} 上不同",
+        "no_pair": "没有已保存的配对",
+        "run_sweep": "{why}；请运行 {sweep} 扫描",
+        "either": "{a} 或 {b}",
+        "run_sweep_gpus": "{why}；请在 {n} 个或更多 GPU 上运行 {sweep} 扫描",
+        "no_allreduce_count": "未保存 all-reduce 次数",
+        "allreduces": "{where}：文章的循环在 {k} 个微批次的每个优化器步中执行了 {na} 次桶 all-reduce；"
+                      "使用 no_sync() 时为 {nb} 次",
+        "gpus_not_stored": "{n} 个 GPU：未保存",
+        "gpus_measured": "{n} 个 GPU：实测 {delta}%（{noise}），文章公布 +{published}%",
+        "table_not_run": "{parts}（请运行 seed 扫描；4 个 GPU 需要一台 4-GPU 机器）",
+        "table_judged": "{parts}（方向按噪声判断；硬件与文章不同）",
+    },
+}
+SEPARATOR = {"en": "; ", "zh": "；"}
+
+
+@dataclass(frozen=True)
+class Phrase:
+    """One sentence (or part of one) by key; a value may itself be a Phrase or a list of them (joined)."""
+    key: str
+    values: dict = field(default_factory=dict)
+
+    def text(self, lang: str = "en") -> str:
+        return TEMPLATES.get(lang, TEMPLATES["en"])[self.key].format(
+            **{k: render(v, lang) for k, v in self.values.items()})
+
+    def __str__(self) -> str:
+        return self.text()
+
+
+def phrase(key: str, **values) -> Phrase:
+    return Phrase(key, values)
+
+
+def render(value, lang: str = "en") -> str:
+    """A Phrase, a list of them (joined as the language joins clauses) or a plain value, as text."""
+    if isinstance(value, Phrase):
+        return value.text(lang)
+    if isinstance(value, list):
+        return SEPARATOR.get(lang, "; ").join(render(v, lang) for v in value)
+    return str(value)

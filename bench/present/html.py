@@ -1,0 +1,115 @@
+"""`bench report --html`: the report as one self-contained page a person opens in a browser. It holds
+what REPORT.md holds (tables, summary, the runs' noise, plots, claims, every case, where the time went)
+with every plot inlined, then each machine's history: its headline cases across commits and every
+run's noise floor. REPORT.md's Markdown becomes HTML through python-markdown."""
+from __future__ import annotations
+
+import base64
+import html
+import re
+import statistics
+import tempfile
+from pathlib import Path
+
+from ..core.errors import BenchError
+from ..store import query
+from ..store.record import Record
+from . import i18n, plots
+from .history_plot import commit_order, history_plot, history_rows
+from .report import render
+from .text import table
+
+HEADLINE_CASES = ("best", "seed-optimized")
+"""The cases whose history the page shows, per machine and GPU count: what a user reads first."""
+
+CSS = """
+body { font-family: system-ui, sans-serif; margin: 2em auto; max-width: 1250px; padding: 0 1em; color: #222; }
+h1 { border-bottom: 2px solid #444; } h2 { margin-top: 1.6em; border-bottom: 1px solid #bbb; }
+table { border-collapse: collapse; margin: 0.6em 0; font-size: 0.9em; }
+th, td { border: 1px solid #bbb; padding: 0.25em 0.6em; } th { background: #eee; }
+td { font-variant-numeric: tabular-nums; }
+img { max-width: 100%; border: 1px solid #ddd; margin: 0.5em 0; }
+code { background: #f3f3f3; padding: 0 0.2em; }
+"""
+
+
+def _markdown():
+    try:
+        import markdown
+    except ImportError:
+        raise BenchError("bench report --html needs python-markdown; install it with `pip install markdown` "
+                         "(environments/requirements-common.txt lists it)") from None
+    return markdown
+
+
+def blocks_apart(text: str) -> str:
+    """A blank line wherever a table or a list begins or ends, so each is its own block in Markdown
+    (REPORT.md puts a table straight under its title line, which GitHub accepts and python-markdown not)."""
+    out, prev = [], ""
+    for line in text.splitlines():
+        kind = "table" if line.startswith("|") else "list" if line.startswith("- ") else \
+            "more" if line.startswith("  ") and prev in ("list", "more") else "text" if line.strip() else ""
+        before = {"more": "list"}.get(prev, prev)
+        if kind and before and kind != "more" and kind != before and out and out[-1]:
+            out.append("")
+        out.append(line)
+        prev = kind
+    return "\n".join(out)
+
+
+def inline_images(body: str, folder: Path) -> str:
+    """Each <img src="plots/..."> as a data: URI, so the page needs no file beside it."""
+    def data_uri(m):
+        png = (folder / html.unescape(m.group(1))).read_bytes()
+        return f'src="data:image/png;base64,{base64.b64encode(png).decode()}"'
+    return re.sub(r'src="([^"]+\.png)"', data_uri, body)
+
+
+def history_section(records: list[Record], folder: Path, lang: str) -> str:
+    """Per machine: the headline cases across its commits (a table and a plot each), then every run's
+    noise floor and how far its median moved by the run's end."""
+    out = [f"# {i18n.t(lang, 'history_title')}"]
+    for (machine,), recs in query.group(records, "machine").items():
+        order = commit_order(recs)
+        out.append(f"## {machine}")
+        headline = [r for r in recs if r.case["name"] in HEADLINE_CASES]
+        for (case_id,), runs in sorted(query.group(headline, "case_id").items()):
+            out += [f"### {case_id}", "", table(history_rows(runs, order), i18n.t(lang, "history_cols"))]
+            png = history_plot(case_id, runs, order, folder / "plots" / "history" / machine)
+            if png:
+                out += ["", f"![{case_id}]({png.relative_to(folder)})"]
+        rows = []
+        for run_id, m in sorted(query.run_manifests(recs).items(), key=lambda kv: kv[0]):
+            start, end = m.get("noise_floor") or {}, m.get("noise_floor_end") or {}
+            if "rel_sd" not in start:
+                continue
+            moved = (100 * (statistics.median(end["images_per_s"]) / statistics.median(start["images_per_s"]) - 1)
+                     if "rel_sd" in end else None)
+            rows.append([m.get("commit_folder", "-"), run_id, f"{100 * start['rel_sd']:.2f}", start["n"],
+                         f"{100 * end['rel_sd']:.2f}" if "rel_sd" in end else "-",
+                         f"{moved:+.1f}" if moved is not None else "-"])
+        if rows:
+            out += ["", f"### {i18n.t(lang, 'history_noise')}", "", table(rows, i18n.t(lang, "noise_cols"))]
+    return "\n".join(out)
+
+
+def write_html(records: list[Record], history: list[Record], path: Path, lang: str = "en", wide: bool = False,
+               assumed: dict | None = None) -> Path:
+    """The page at `path`: the report of `records`, then the history of `history` (every stored record
+    of their machines, so the history reaches past the selection)."""
+    markdown = _markdown()
+    with tempfile.TemporaryDirectory() as tmp:
+        folder = Path(tmp)
+        groups = query.group(records, "machine", "commit")
+        links = {key: [p.relative_to(folder) for p in plots.write_all(query.latest(recs),
+                                                                      folder / "plots" / f"{key[0]}-{key[1]}", key)]
+                 for key, recs in groups.items()}
+        text = render(records, lang, links, wide, assumed) + "\n\n" + history_section(history, folder, lang)
+        body = inline_images(markdown.markdown(blocks_apart(text), extensions=["tables"]), folder)
+    title = i18n.t(lang, "report_head").splitlines()[0].lstrip("# ")
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(f'<!DOCTYPE html>\n<html lang="{lang}">\n<head>\n<meta charset="utf-8">\n'
+                    f"<title>{html.escape(title)}</title>\n<style>{CSS}</style>\n</head>\n<body>\n"
+                    f"<h1>{html.escape(title)}</h1>\n{body}\n</body>\n</html>\n", encoding="utf-8")
+    return path
