@@ -102,7 +102,8 @@ def find_pair(claim: Claim, records: list[query.Record], min_gpus: int = 1):
                     continue
                 extra = differing_fields(ca, cb) - set(claim.knobs or ())
                 if claim.knobs is not None and extra:
-                    refused.append(phrase("also_differ", a=before, b=after, gpus=ca["gpus"], fields=", ".join(sorted(extra))))
+                    refused.append(phrase("also_differ", a=before, b=after, gpus=ca["gpus"],
+                                          fields=", ".join(sorted(extra))))
                     continue
                 found.append((a, b))
         if found:

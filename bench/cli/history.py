@@ -8,6 +8,7 @@ from tabulate import tabulate
 
 from ..core.errors import StoreError
 from ..core.labels import describe
+from ..present import i18n
 from ..present.history_plot import commit_order, history_plot, history_rows
 from ..store import query
 from .flags import add_results_flag
@@ -34,8 +35,8 @@ def command(a) -> int:
     for (machine, case_id), recs in query.group(matching, "machine", "case_id").items():
         order = commit_order([r for r in every if r.machine == machine])
         print(f"{case_id} on {machine}\n  {describe(recs[0].case)}")
-        print(tabulate(history_rows(recs, order), headers=["commit", "run (started, UTC)", "sweep", "images/s", "95% interval",
-                                                   "note"], tablefmt="github", disable_numparse=True))
+        print(tabulate(history_rows(recs, order), headers=i18n.t("en", "history_cols"), tablefmt="github",
+                       disable_numparse=True))
         if not a.no_plot:
             path = history_plot(case_id, recs, order, Path(a.results) / machine / "history")
             if path:

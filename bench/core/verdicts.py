@@ -55,6 +55,3 @@ def claim_verdict(delta_pct: float, noise_pct: float | None) -> str:
         return FAILS
     return INCONCLUSIVE
 
-
-def noise_text(c: dict) -> str:
-    return "no interval stored" if c["noise_pct"] is None else f"noise +-{c['noise_pct']:.1f}%"

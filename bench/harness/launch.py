@@ -201,7 +201,8 @@ def start_ahead(case: Case, dist: DistArgs = DistArgs(), root: Path | None = Non
     """Start the run's first process ahead, while the harness prepares (its data, the machine's
     priming): it imports, then waits, touching no device, until run_case lets it go."""
     global _ahead
-    if _ahead is None and os.environ.get(START_AHEAD_VAR, "1") != "0" and dist.nnodes == 1 and not dist.master_addr:
+    if _ahead is None and os.environ.get(START_AHEAD_VAR, "1") != "0" and dist.nnodes == 1 \
+            and not dist.master_addr and not dist.rdzv_endpoint:
         _ahead = _spawn(case, dist, Path(root or REPO_ROOT), {}, ahead=True)
 
 

@@ -1,5 +1,6 @@
-"""One case across the stored commits of one machine, in commit order, as a PNG: each run's figure
-with its 95% interval, re-derived figures hollow, older-definition figures grey."""
+"""One case across the stored commits of one machine, in commit order: its rows (commit, run, figure,
+interval) and a PNG of each run's figure with its 95% interval, re-derived figures hollow,
+older-definition figures grey."""
 from __future__ import annotations
 
 from pathlib import Path
