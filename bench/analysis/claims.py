@@ -132,8 +132,8 @@ def _evaluate_pair(claim: Claim, usable: list[query.Record], assumed: dict, incl
         why = (phrase("needs_gpus", n=claim.min_gpus) if fewer and claim.min_gpus > 1
                else phrase("no_pair_differing", knobs=", ".join(claim.knobs), refused=refused) if refused
                else phrase("no_pair"))
-        sweep = phrase("either", a=claim.sweep_hint.split(" or ")[0], b=claim.sweep_hint.split(" or ")[1]) \
-            if " or " in claim.sweep_hint else claim.sweep_hint
+        first, _, second = claim.sweep_hint.partition(" or ")
+        sweep = phrase("either", a=first, b=second) if second else first
         hint = (phrase("run_sweep_gpus", why=why, sweep=sweep, n=claim.min_gpus) if claim.min_gpus > 1
                 else phrase("run_sweep", why=why, sweep=sweep))
         return {"verdict": CANNOT, "effect": "-", "evidence_phrase": hint, "files": []}

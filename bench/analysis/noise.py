@@ -42,15 +42,22 @@ def unreliable_runs(manifests: dict[str, dict]) -> dict[str, Phrase]:
     """Run id -> why (a wide floor, or drift between its start and end floors), by the stated rule."""
     out = {}
     for run_id, m in manifests.items():
-        start, end = m.get("noise_floor") or {}, m.get("noise_floor_end") or {}
+        start = m.get("noise_floor") or {}
         if "rel_sd" in start and 100 * start["rel_sd"] > NOISY_FLOOR_SD_PCT:
             out[run_id] = phrase("floor_too_wide", sd=f"{100 * start['rel_sd']:.1f}", n=start["n"],
                                  limit=f"{NOISY_FLOOR_SD_PCT:g}")
-        elif "rel_sd" in start and "rel_sd" in end:
-            drift = 100 * (statistics.median(end["images_per_s"]) / statistics.median(start["images_per_s"]) - 1)
-            if abs(drift) >= DRIFT_PCT:
-                out[run_id] = phrase("floor_moved", drift=f"{drift:+.1f}", limit=f"{DRIFT_PCT:g}")
+        elif (drift := floor_drift_pct(m)) is not None and abs(drift) >= DRIFT_PCT:
+            out[run_id] = phrase("floor_moved", drift=f"{drift:+.1f}", limit=f"{DRIFT_PCT:g}")
     return out
+
+
+def floor_drift_pct(manifest: dict) -> float | None:
+    """How far a run's noise floor median moved from its start to its end, in percent; None where it
+    lacks either floor."""
+    start, end = manifest.get("noise_floor") or {}, manifest.get("noise_floor_end") or {}
+    if "rel_sd" not in start or "rel_sd" not in end:
+        return None
+    return 100 * (statistics.median(end["images_per_s"]) / statistics.median(start["images_per_s"]) - 1)
 
 
 @dataclass(frozen=True)
@@ -130,8 +137,3 @@ def noise_phrase(c: dict) -> Phrase:
     """The noise a verdict used (or that there was none), and where it came from."""
     base = phrase("no_noise") if c["noise_pct"] is None else phrase("noise", pct=f"{c['noise_pct']:.1f}")
     return phrase("with_source", text=base, source=c["assumed_phrase"]) if c.get("assumed_phrase") else base
-
-
-def text(c: dict) -> str:
-    """The noise a verdict used (or why there was none), in a sentence's words."""
-    return noise_phrase(c).text()

@@ -90,10 +90,11 @@ def prepare(device: str, default_data: str, cases, reference: Case | None = None
     is primed beside that (harness/prime.py: imports, libraries, the reference case's first steps), which
     ends before anything is measured; with no data to make there is nothing to hide it behind, and a
     machine that made its data before has paid for those once already."""
-    if not default_data or not default_data_short(Path(default_data), sweeps.images_needed(cases)):
+    needed = sweeps.images_needed(cases)
+    if not default_data or not default_data_short(Path(default_data), needed):
         return
     with Prime(reference) if device == "cuda" else contextlib.nullcontext() as prime:
-        ensure_default_data(Path(default_data), sweeps.images_needed(cases))
+        ensure_default_data(Path(default_data), needed)
         if prime and (line := prime.finish()):
             print(line)
 

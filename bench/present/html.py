@@ -7,16 +7,16 @@ from __future__ import annotations
 import base64
 import html
 import re
-import statistics
 import tempfile
 from pathlib import Path
 
+from ..analysis import noise
 from ..core.errors import BenchError
 from ..store import query
 from ..store.record import Record
-from . import i18n, plots
+from . import i18n
 from .history_plot import commit_order, history_plot, history_rows
-from .report import render
+from .report import render, write_plots
 from .text import table
 
 HEADLINE_CASES = ("best", "seed-optimized")
@@ -79,12 +79,11 @@ def history_section(records: list[Record], folder: Path, lang: str) -> str:
             if png:
                 out += ["", f"![{case_id}]({png.relative_to(folder)})"]
         rows = []
-        for run_id, m in sorted(query.run_manifests(recs).items(), key=lambda kv: kv[0]):
+        for run_id, m in sorted(query.run_manifests(recs).items()):
             start, end = m.get("noise_floor") or {}, m.get("noise_floor_end") or {}
             if "rel_sd" not in start:
                 continue
-            moved = (100 * (statistics.median(end["images_per_s"]) / statistics.median(start["images_per_s"]) - 1)
-                     if "rel_sd" in end else None)
+            moved = noise.floor_drift_pct(m)
             rows.append([m.get("commit_folder", "-"), run_id, f"{100 * start['rel_sd']:.2f}", start["n"],
                          f"{100 * end['rel_sd']:.2f}" if "rel_sd" in end else "-",
                          f"{moved:+.1f}" if moved is not None else "-"])
@@ -100,11 +99,8 @@ def write_html(records: list[Record], history: list[Record], path: Path, lang: s
     markdown = _markdown()
     with tempfile.TemporaryDirectory() as tmp:
         folder = Path(tmp)
-        groups = query.group(records, "machine", "commit")
-        links = {key: [p.relative_to(folder) for p in plots.write_all(query.latest(recs),
-                                                                      folder / "plots" / f"{key[0]}-{key[1]}", key)]
-                 for key, recs in groups.items()}
-        text = render(records, lang, links, wide, assumed) + "\n\n" + history_section(history, folder, lang)
+        text = render(records, lang, write_plots(records, folder), wide, assumed) + "\n\n" + \
+            history_section(history, folder, lang)
         body = inline_images(markdown.markdown(blocks_apart(text), extensions=["tables"]), folder)
     title = i18n.t(lang, "report_head").splitlines()[0].lstrip("# ")
     path = Path(path)

@@ -2,7 +2,6 @@
 and their noise, plots, targets, the claims and every case; REPORT.md beside the results."""
 from __future__ import annotations
 
-import statistics
 from pathlib import Path
 
 from ..analysis import claims, noise, targets
@@ -93,8 +92,7 @@ def noise_floor_lines(records: list[Record], lang: str = "en") -> list[str]:
         if "rel_sd" in start:
             text = i18n.t(lang, "floor", run=run_id, sd=f"{100 * start['rel_sd']:.2f}",
                           case=start["case_id"].rsplit("-", 1)[0], n=start["n"])
-            if "rel_sd" in end:
-                drift = 100 * (statistics.median(end["images_per_s"]) / statistics.median(start["images_per_s"]) - 1)
+            if (drift := noise.floor_drift_pct(m)) is not None:
                 text += i18n.t(lang, "floor_end", sd=f"{100 * end['rel_sd']:.2f}", n=end["n"], drift=f"{drift:+.1f}")
             lines += wrap("- " + text)
         else:
@@ -164,14 +162,21 @@ def write_report(records: list[Record], out_dir: Path, lang: str = "en", wide: b
     """REPORT.md (REPORT.zh.md in Chinese) with the tables and PNG plots (under plots/) beside the results
     it reads."""
     out_dir = Path(out_dir)
+    path = out_dir / report_name(lang)
+    path.write_text(i18n.t(lang, "report_head") + "\n\n" + render(records, lang, write_plots(records, out_dir), wide,
+                                                                  assumed) + "\n")
+    return path
+
+
+def write_plots(records: list[Record], out_dir: Path) -> dict:
+    """Each machine and commit's plots under out_dir/plots/ (a folder each where there are several);
+    (machine, commit) -> their paths relative to out_dir, as render() links them."""
     groups = query.group(records, "machine", "commit")
-    plot_links = {}
+    links = {}
     for key, recs in groups.items():
         folder = out_dir / "plots" / (f"{key[0]}-{key[1]}" if len(groups) > 1 else "")
-        plot_links[key] = [p.relative_to(out_dir) for p in plots.write_all(query.latest(recs), folder, key)]
-    path = out_dir / report_name(lang)
-    path.write_text(i18n.t(lang, "report_head") + "\n\n" + render(records, lang, plot_links, wide, assumed) + "\n")
-    return path
+        links[key] = [p.relative_to(out_dir) for p in plots.write_all(query.latest(recs), folder, key)]
+    return links
 
 
 def report_name(lang: str) -> str:
