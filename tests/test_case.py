@@ -28,7 +28,18 @@ def test_bad_choice_names_field_and_accepted_values(changes, field, accepted):
     ({"steps": 2.5}, "steps=2.5 must be a whole number"),
     ({"image_size": 16}, "image_size=16 must be >= 32"),
     ({"channels_last": "yes"}, "channels_last='yes' must be true or false"),
-    ({"hw_decoder_load": 1.5}, "hw_decoder_load=1.5 must be between 0 and 1"),
+    ({"hw_decoder_load": 1.5}, "hw_decoder_load=1.5 must be -1 (chosen for the GPU) or between 0 and 1"),
+    ({"hw_decoder_load": -0.5}, "hw_decoder_load=-0.5 must be >= 0.0"),
+    ({"loader": "dali", "data_dir": "/d", "dali_prefetch_depth": 0}, "dali_prefetch_depth=0 must be >= 1"),
+    ({"cuda_graph": True, "device": "cpu", "optimizer_impl": "fused"}, "cuda_graph=true captures the step as a CUDA "
+                                                                        "graph and needs device='cuda'"),
+    ({"cuda_graph": True, "strategy": "ddp", "optimizer_impl": "fused"}, "cuda_graph=true is measured with "
+                                                                          "strategy='single'"),
+    ({"cuda_graph": True}, "cuda_graph=true needs optimizer_impl='fused', not 'default'"),
+    ({"cuda_graph": True, "optimizer_impl": "fused", "compile": "reduce-overhead"},
+     "that mode makes CUDA graphs of its own"),
+    ({"cuda_graph": True, "optimizer_impl": "fused", "overhead_check": True}, "needs a model step to capture"),
+    ({"cuda_graph": 1}, "cuda_graph=1 must be true or false"),
     ({"device": "cpu", "precision": "tf32"}, "precision='tf32' needs device='cuda'"),
     ({"strategy": "single", "gpus": 2}, "gpus=2 with strategy='single'"),
     ({"device": "cpu", "strategy": "dp", "gpus": 2}, "gpus=2 with strategy='dp' on device='cpu'"),
@@ -66,6 +77,8 @@ def test_case_id_is_stable_readable_and_distinct():
     # knobs added later enter the id only when set, so every id stored before them still names its case
     fused = a.replace(optimizer_impl="fused", compile="default", compile_scope="step")
     assert "-compile-default-step-sgd-fused-" in fused.case_id and fused.case_id != a.case_id
+    graphed = Case(optimizer_impl="fused", cuda_graph=True)
+    assert "-sgd-fused-cuda-graph-" in graphed.case_id and graphed.case_id != graphed.replace(cuda_graph=False).case_id
 
 
 def test_json_round_trip_and_unknown_fields():
@@ -88,6 +101,7 @@ def test_json_round_trip_and_unknown_fields():
     ({"loader": "dali", "data_dir": "/d", "dali_device": "cpu", "hw_decoder_load": 1.0},
      "the hardware decoder is used by dali_device='mixed' only"),
     ({"dali_threads": 8}, "DALI knobs need loader='dali'"),
+    ({"dali_prefetch_depth": 3}, "DALI knobs need loader='dali'"),
     ({"accumulation_mode": "no_sync"}, "accumulation_mode needs accumulation_steps > 1"),
     ({"loader": "dali", "data_dir": "/d", "loader_only": True, "precision": "bf16"}, "loader_only=true runs no model"),
     ({"loader": "torch", "data_dir": "/d", "loader_only": True, "compile": "default"}, "loader_only=true runs no model"),
@@ -103,7 +117,8 @@ def test_idle_knobs_are_refused_with_one_line(changes, needle):
 def test_knobs_that_act_are_accepted():
     Case(strategy="ddp", gpus=2, bucket_cap_mb=50.0, static_graph=True, nccl_env=(("NCCL_IB_DISABLE", "1"),))
     Case(loader="torch", data_dir="/d", num_workers=-1, persistent_workers=True, pin_memory=True, prefetch_factor=4)
-    Case(loader="dali", data_dir="/d", dali_threads=12, hw_decoder_load=1.0)
+    Case(loader="dali", data_dir="/d", dali_threads=12, hw_decoder_load=1.0, dali_prefetch_depth=3)
+    Case(cuda_graph=True, optimizer_impl="fused", compile="default", precision="fp16")
     Case(loader="dali", data_dir="/d", loader_only=True, channels_last=True)  # the layout the loader delivers
     with pytest.raises(CaseError, match="dali_threads=0 must be -1"):
         Case(loader="dali", data_dir="/d", dali_threads=0)

@@ -166,13 +166,18 @@ def test_dali_cpu_pipeline_batches_and_shards(jpegs):
     assert images.is_contiguous(memory_format=torch.channels_last)
     assert labels.dtype == torch.int64 and labels.max() < 4
     assert -3 < images.mean() < 3
+    facts = loader.facts()
+    assert facts["loader_dtype"] == "float" and "hw_decoder_load_used" not in facts  # the CPU decodes: no share
     loader.close()
+    deeper = DaliLoader(_case(jpegs, loader="dali", dali_device="cpu", dali_prefetch_depth=3), RankContext())
+    assert deeper.prefetch_batches == 3 and next(iter(deeper))[0].shape == (4, 3, 32, 32)
+    deeper.close()
     # shards by global rank: with each file labelled by its own index, one epoch per rank
     folder = jpeg_folder.scan(jpegs)
     case = _case(jpegs, loader="dali", dali_device="cpu", strategy="ddp", gpus=2)
     seen = []
     for rank in (0, 1):
-        pipe = _pipeline(case, RankContext(rank=rank, world_size=2), folder.files, list(range(48)), 4)
+        pipe = _pipeline(case, RankContext(rank=rank, world_size=2), folder.files, list(range(48)), 4, 0.65)
         got = set()
         for _ in range(6):  # 24 files per shard, 4 per batch
             _, lab = pipe.run()

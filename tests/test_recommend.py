@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 
 from bench.analysis import search as recommend
+from bench.cli.flags import parse_budget
 from bench.core import recipes, sweeps
 from bench.core.case import CaseError
 from bench.present import recipe, recommend_text
@@ -17,13 +18,13 @@ BASE = sweeps.GPU_BASE
 
 
 def test_budget_parsing():
-    assert recommend.parse_budget("10m") == 600
-    assert recommend.parse_budget("90") == 90
-    assert recommend.parse_budget("45s") == 45
-    assert recommend.parse_budget("1h") == 3600
+    assert parse_budget("10m") == 600
+    assert parse_budget("90") == 90
+    assert parse_budget("45s") == 45
+    assert parse_budget("1h") == 3600
     for bad in ("ten", "0", "-5m", "5d", ""):
         with pytest.raises(CaseError, match="--budget=.*use seconds, or a number with s, m or h"):
-            recommend.parse_budget(bad)
+            parse_budget(bad)
 
 
 class StandIn:
@@ -92,6 +93,7 @@ def test_keeps_only_changes_faster_beyond_noise():
 
 def test_the_start_measures_the_noise_floor_first_and_a_clear_winner_is_not_measured_again():
     standin = StandIn({("optimizer_impl", "fused"): 20.0, ("batch_size", 128): -20.0, ("batch_size", 512): -20.0,
+                       ("batch_size", 384): -20.0, ("cuda_graph", True): -20.0,
                        ("precision", "bf16"): -10.0, ("channels_last", False): -40.0})
     floors = []
 
@@ -141,13 +143,13 @@ def test_the_budget_is_kept_and_what_it_left_out_is_named():
 
 
 def test_time_kept_for_finals_that_cannot_fit_goes_to_the_candidates():
-    # start, two yardsticks, fused (+10%), compile step (+17%) and model (a tie): 300 s of a 400 s budget;
-    # the two compiled finalists would need 2 x (90 + 90) s, more than is left, so reduce-overhead runs
+    # start, two yardsticks, fused (+10%), compile step (+17%) and the CUDA graph (a tie): 300 s of a 400 s
+    # budget; the two compiled finalists would need 2 x (90 + 90) s, more than is left, so batch 384 runs
     standin = StandIn({("optimizer_impl", "fused"): 10.0, ("compile", "default"): 17.0,
-                       ("compile", "reduce-overhead"): 10.0}, eager_s=30.0, compile_s=90.0)
+                       ("cuda_graph", True): 2.0}, eager_s=30.0, compile_s=90.0)
     out = search(standin, 400.0).run(BASE, 1)
-    tried = [(c.case.compile, c.case.compile_scope) for c in out.candidates if c.stage == "compile"]
-    assert tried == [("default", "step"), ("default", "model"), ("reduce-overhead", "step")]
+    tried = [(c.stage, c.case.cuda_graph, c.case.batch_size) for c in out.candidates if c.case.compile]
+    assert tried == [("compile", False, 256), ("graph", True, 256), ("batch", False, 384)]
     assert "the finalists' re-measurement (budget)" in out.skipped
     assert standin.now <= 400.0
 
@@ -233,12 +235,44 @@ def test_the_winner_fed_by_jpegs_is_judged_against_its_synthetic_figure_with_the
                        ("loader", "dali"): -3.0, ("loader", "torch"): -30.0})
     out = search(standin).run(BASE, 1, data_dir="/data", with_compile=False)
     assert [(c.case.loader, c.case.optimizer_impl, c.case.min_window_s) for c in out.fed] == \
-        [("dali", "fused", recipes.LOADER_WINDOW_S), ("torch", "fused", recipes.LOADER_WINDOW_S)]
+        [("dali", "fused", recipes.LOADER_WINDOW_S)] * 3 + [("torch", "fused", recipes.LOADER_WINDOW_S)]
+    dali = out.fed[0].case
+    assert (dali.dali_device, dali.hw_decoder_load, dali.dali_prefetch_depth) == ("mixed", -1, 2)
+    assert [(c.case.dali_prefetch_depth, c.case.hw_decoder_load) for c in out.fed[1:3]] == [(3, -1), (2, 1.0)]
+    assert out.fed_best.case == dali and out.fed[0].note == "where the fed search starts"
     text = recommend_text.render([out], 600, {})
     assert "97.0% of synthetic; -3.0%: slower (+-2.8%)" in text
     assert "70.0% of synthetic; -30.0%: slower (+-2.8%)" in text
-    assert "| fed by JPEGs: dali (mixed decode) " in text and "| fed by JPEGs: torch DataLoader " in text
+    assert "| JPEGs: dali mixed (fed winner) " in text and "| JPEGs: torch DataLoader " in text
+    assert "| JPEGs: dali mixed, queue 3 " in text and "| JPEGs: dali mixed, hw share 1 " in text
+    assert "| loader    | fed by JPEGs: dali mixed, queue 3 " in text  # each against the best fed then
     assert max(len(ln) for ln in text.splitlines()) <= 120
+
+
+def test_the_fed_search_keeps_a_loader_knob_only_beyond_noise_and_tries_each_loader_from_the_winner():
+    standin = StandIn({("optimizer_impl", "fused"): 20.0, ("loader", "dali"): -12.0, ("dali_prefetch_depth", 3): 8.0,
+                       ("hw_decoder_load", 1.0): -5.0, ("loader", "torch"): -40.0})
+    out = search(standin).run(BASE, 1, data_dir="/data", with_compile=False)
+    best = out.fed_best.case
+    assert (best.loader, best.dali_prefetch_depth, best.hw_decoder_load) == ("dali", 3, -1)
+    assert out.fed[1].note.startswith("kept, +8.0%: faster")
+    # the decoder's share was tried on top of the deeper queue, the torch DataLoader from the synthetic winner
+    assert out.fed[2].against == out.fed[1].case and out.fed[2].case.dali_prefetch_depth == 3
+    torch_fed = out.fed[3].case
+    assert torch_fed.loader == "torch" and torch_fed.num_workers == -1 and torch_fed.dali_prefetch_depth == 2
+    assert out.fed[3].against == out.best.case
+
+
+def test_a_change_the_configuration_cannot_take_is_named_not_fatal(monkeypatch):
+    # DDP gets no whole-step CUDA graph stage; a change refused by the case's rules is named and skipped
+    out = search(StandIn({})).run(BASE, 2, with_compile=False)
+    assert not any(c.case.cuda_graph for c in out.candidates) and "graph" not in {c.stage for c in out.candidates}
+    monkeypatch.setattr(recommend, "stages", lambda start, with_compile: [("graph", [dict(cuda_graph=True)]),
+                                                                          ("optimizer", [dict(optimizer_impl="fused")])])
+    out = search(StandIn({("optimizer_impl", "fused"): 9.0})).run(BASE, 1)
+    assert any(s.startswith("graph: cuda_graph=True (cannot run here: cuda_graph=true needs optimizer_impl='fused'")
+               for s in out.skipped)
+    assert out.best.case.optimizer_impl == "fused"
 
 
 def test_never_answers_slower_than_its_yardsticks():
@@ -257,3 +291,47 @@ def test_never_answers_slower_than_its_yardsticks():
     # where the search wins, nothing changes
     fair = search(StandIn({})).run(BASE, 1)
     assert fair.best.stage != "yardstick"
+
+
+def _fed_record(share=None):
+    ranks = [{"hw_decoder_load_used": share}] if share is not None else []
+    return {"machine": "1x-nvidia-h200", "commit_folder": "abc", "run_id": "r1", "ranks": ranks,
+            "metrics": {"images_per_s": 6900.0, "images_per_s_ci95": [6850.0, 6950.0], "steps_per_window": 30}}
+
+
+def test_the_jpeg_recipe_names_its_loader_and_writes_the_share_that_ran(tmp_path):
+    case = BASE.replace(precision="fp16", channels_last=True, optimizer_impl="fused", cuda_graph=True,
+                        compile="default", loader="dali", data_dir="/jpegs", dali_prefetch_depth=3, repeats=10)
+    path = recipe.write(case, _fed_record(0.99), "single, fp16", tmp_path)
+    text = path.read_text()
+    assert path.name == "recipe_1gpu_jpeg.py" and "python recipe_1gpu_jpeg.py --data DIR" in text
+    assert "'hw_decoder_load': 0.99," in text and "'dali_prefetch_depth': 3," in text and "'cuda_graph': True," in text
+    assert "through NVIDIA DALI" in text and "num_workers" not in text and "/jpegs" not in text  # no path of ours
+    assert 'default=10, help="timed windows"' in text
+    compile(text, str(path), "exec")
+    synthetic = recipe.write(case.replace(loader="synthetic", data_dir="", dali_prefetch_depth=2), _fed_record(),
+                             "single, fp16", tmp_path)
+    assert synthetic.name == "recipe_1gpu.py" and "--data" not in synthetic.read_text().split("import argparse")[0]
+    assert "hw_decoder_load" not in synthetic.read_text()
+    compile(synthetic.read_text(), str(synthetic), "exec")
+    # a share the case set is written as set; a chosen one with no record of it, as DALI's default
+    assert "'hw_decoder_load': 0.65," in recipe.render(case, _fed_record(), "x")
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("loader", ["dali", "torch"])
+def test_a_jpeg_recipe_runs_on_a_jpeg_folder(tmp_path, tiny, loader):
+    from bench.data import generate
+    if loader == "dali":
+        pytest.importorskip("nvidia.dali")
+    data = tmp_path / "jpegs"
+    generate.make_dataset(data, 48, 4, seed=1, workers=2, echo=lambda m: None)
+    knobs = dict(loader="dali", dali_device="cpu") if loader == "dali" else dict(loader="torch", num_workers=1)
+    case = tiny.replace(data_dir=str(data), **knobs)
+    path = recipe.write(case, _fed_record(), "single, fp32", tmp_path)
+    ran = subprocess.run([sys.executable, str(path), "--data", str(data), "--warmup", "1", "--steps", "2",
+                          "--windows", "2"], capture_output=True, text=True, timeout=300)
+    assert ran.returncode == 0, ran.stderr[-2000:]
+    assert float(ran.stdout.split("images/s: ")[1].split()[0]) > 0 and "window 2:" in ran.stdout
+    missing = subprocess.run([sys.executable, str(path)], capture_output=True, text=True, timeout=120)
+    assert missing.returncode == 2 and "--data" in missing.stderr

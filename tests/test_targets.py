@@ -47,3 +47,33 @@ def test_targets_sweep_has_eager_compiled_and_loader_cases():
     assert next(c for c in cases if c.name == "target-single-compiled").compile == "default"
     with pytest.raises(Exception):
         eager.replace(loader="torch", data_dir="/d")  # the overhead check runs on synthetic data only
+
+
+def test_ddp_cost_is_tuned_ddp_on_one_gpu_against_single_per_precision():
+    def rec(name, precision, ips, ci):
+        r = _rec(name, 1, ips)
+        r.data["case"]["precision"] = precision
+        r.data["metrics"]["images_per_s_ci95"] = ci
+        return r
+    recs = [rec("target-ddp-cost-single", "fp16", 5700.0, [5650.0, 5750.0]),
+            rec("target-ddp-cost-tuned", "fp16", 5620.0, [5600.0, 5640.0]),
+            rec("target-ddp-cost-single", "bf16", 4700.0, [4690.0, 4710.0]),
+            rec("target-ddp-cost-tuned", "bf16", 4550.0, [4500.0, 4600.0])]
+    rows = {r[0]: r for r in targets.evaluate(recs)}
+    fp16, bf16 = rows["DDP on 1 GPU against single, fp16 + NHWC"], rows["DDP on 1 GPU against single, bf16 + NHWC"]
+    assert fp16[2:4] == ["98.6%", "met"] and "DDP 5620 (+-0.4%) against single 5700 (+-0.9%)" in fp16[4]
+    assert bf16[2:4] == ["96.8%", "missed"]
+    only = {r[0]: r for r in targets.evaluate(recs[:1])}
+    assert only["DDP on 1 GPU against single, fp16 + NHWC"][3] == "not measured"
+
+
+def test_the_ddp_cost_sweep_pairs_single_with_tuned_ddp_on_one_gpu():
+    cases = sweeps.build("ddp-cost", 4)
+    assert [(c.name, c.strategy, c.gpus, c.precision) for c in cases] == [
+        ("target-ddp-cost-single", "single", 1, "fp16"), ("target-ddp-cost-tuned", "ddp", 1, "fp16"),
+        ("target-ddp-cost-single", "single", 1, "bf16"), ("target-ddp-cost-tuned", "ddp", 1, "bf16")]
+    tuned = cases[1]
+    assert (tuned.broadcast_buffers, tuned.gradient_as_bucket_view, tuned.static_graph) == (False, True, True)
+    assert all(c.channels_last for c in cases)
+    two = {c.gpus: c for c in sweeps.build("best", 2) if c.name == "best"}
+    assert two[2].static_graph and not two[2].broadcast_buffers and two[1].strategy == "single"

@@ -6,68 +6,30 @@ current best with one change, measured in a fresh process and stored as a case. 
 when it is `faster` beyond the combined noise of both figures; a tie keeps the current (simpler)
 configuration. The best and the runner-up are then measured again in fresh processes, and the winner
 is judged against the runner-up with the noise rules of the suite. The articles' baseline and optimized
-set-ups at the same GPU count are the yardsticks (reused when this commit already stored them here).
+set-ups at the same GPU count are the yardsticks, measured after the stages (reused when this commit
+already stored them here). Given a JPEG folder, the winner is then fed by JPEGs and the loader and its
+knobs are searched the same way, within a share of the budget kept for them (search_space.py).
 
 The search knows nothing of processes or files: it is handed a `measure(case, processes, sweep)` that
 returns a stored record, so the CPU tests drive it with a stand-in of known noise.
 """
 from __future__ import annotations
 
-import re
 import time
 from dataclasses import dataclass, field
 
 from ..core import identity, recipes, verdicts
-from ..core.case import AUTO, Case
+from ..core.case import Case
 from ..core.errors import CaseError
 from ..core.labels import describe
 from .plan import expected_s, seconds_per_process
+from .search_space import LOADER_BUDGET_SHARE, SWEEP, loader_changes, stages, start_case  # noqa: F401 (the search's API)
 
-SWEEP, FINAL_SWEEP = "recommend", "recommend-final"
+FINAL_SWEEP = "recommend-final"
 FINAL_PROCESSES = 2
 COMPILE_COST_FACTOR = 3.0
 """A compiled candidate's process, until one is measured: about three eager ones (about 40 s of
 compiling on one H200 beside an eager process of about 25 s)."""
-
-
-def parse_budget(text: str) -> float:
-    """Seconds from `90`, `90s`, `10m` or `1h`; anything else is refused with what is accepted."""
-    m = re.fullmatch(r"\s*(\d+(?:\.\d+)?)\s*([smh]?)\s*", str(text))
-    if not m or float(m.group(1)) <= 0:
-        raise CaseError(f"--budget={text!r} is not a duration; use seconds, or a number with s, m or h (e.g. 10m)")
-    return float(m.group(1)) * {"": 1, "s": 1, "m": 60, "h": 3600}[m.group(2)]
-
-
-def start_case(base: Case, gpus: int) -> Case:
-    """Where the search starts: the suite's best known set-up at this GPU count (the `best` recipe)."""
-    return recipes.best(base, gpus).replace(name=f"{SWEEP}-start")
-
-
-def stages(start: Case, with_compile: bool = True) -> list[tuple[str, list[dict]]]:
-    """The knobs searched, each entry one change to the current best: the cheap eager one first, then
-    compilation, where the gain is largest (a short budget is spent where it pays), then the rest."""
-    out = [("optimizer", [dict(optimizer_impl="fused")])]
-    if with_compile:
-        out.append(("compile", [dict(compile="default", compile_scope="step"),
-                                dict(compile="default", compile_scope="model"),
-                                dict(compile="reduce-overhead", compile_scope="step")]))
-    precisions = ("fp16", "bf16") if start.device == "cuda" else ("bf16", "fp32")
-    out.append(("precision", [dict(precision=p, channels_last=cl) for p in precisions for cl in (True, False)]))
-    out.append(("batch", [dict(batch_size=start.batch_size // 2), dict(batch_size=start.batch_size * 2)]))
-    if start.strategy == "ddp":
-        out.append(("ddp", [dict(gradient_as_bucket_view=True), dict(static_graph=True),
-                            dict(bucket_cap_mb=start.bucket_cap_mb * 4)]))
-    return out
-
-
-def loader_changes(best: Case, data_dir: str) -> list[dict]:
-    """The winner fed by JPEGs: DALI (decoding on the GPU where there is one) and the torch DataLoader,
-    each with this machine's cores, over windows long enough for a loader's rounds."""
-    gpu = best.device == "cuda"
-    window = recipes.loader_windows(best)
-    return [dict(loader="dali", data_dir=data_dir, dali_device="mixed" if gpu else "cpu", dali_threads=AUTO, **window),
-            dict(loader="torch", data_dir=data_dir, num_workers=AUTO, pin_memory=gpu, non_blocking=gpu,
-                 persistent_workers=True, **window)]
 
 
 def knobs_key(case: Case) -> str:
@@ -110,7 +72,9 @@ class Outcome:
     references: dict = field(default_factory=dict)
     """`baseline` and `optimized`: the articles' set-ups at this GPU count (records)."""
     fed: list[Candidate] = field(default_factory=list)
-    """The winner fed by JPEGs (DALI, torch DataLoader), when a data folder was given."""
+    """The winner fed by JPEGs (DALI and its knobs, torch DataLoader), when a data folder was given."""
+    fed_best: Candidate | None = None
+    """The fastest fed candidate by the search's rule (a change kept only when faster beyond noise)."""
     skipped: list[str] = field(default_factory=list)
     """What the budget left unmeasured."""
     seconds: float = 0.0
@@ -167,47 +131,80 @@ class Search:
             budget_share: float = 1.0) -> Outcome:
         """Search at one GPU count, within `budget_share` of what is left of the budget."""
         began = self.elapsed()
-        self.limit = began + (self.budget_s - began) * budget_share
+        share_end = began + (self.budget_s - began) * budget_share
+        # with a data folder, part of this count's share is kept for the winner fed by JPEGs
+        self.limit = share_end - (share_end - began) * LOADER_BUDGET_SHARE if data_dir else share_end
         outcome = Outcome(gpus)
-        within = self.within
 
         start = start_case(base, gpus)
         current = Candidate("start", start, self._measure_start(start), "where the search starts")
         outcome.candidates.append(current)
-        for label, case in (("baseline", recipes.seed_baseline(base, gpus)),
-                            ("optimized", recipes.seed_optimized(base, gpus))):
-            rec = self.stored.get(case.case_id) or (self.measure(case) if within(case) else None)
-            if rec is None:
-                outcome.skipped.append(f"the article's {label} set-up (budget)")
-            outcome.references[label] = rec
         if figure(current.record) is None:
+            self._yardsticks(outcome, base, gpus)
             outcome.skipped.append("every stage: the starting set-up failed")
             outcome.seconds = self.elapsed() - began
             return outcome
         for stage, changes in stages(start, with_compile):
             for change in changes:
-                case = current.case.replace(name=f"{SWEEP}-{stage}", **change)
-                if knobs_key(case) == knobs_key(current.case):
-                    continue
-                if not within(case, keep=self._finals_cost(outcome, current)):
-                    outcome.skipped.append(f"{stage}: {_change_text(change)} (budget)")
-                    continue
-                cand = Candidate(stage, case, self.measure(case), against=current.case)
-                outcome.candidates.append(cand)
-                current = self._choose(current, cand)
+                cand = self._candidate(outcome, current, stage, change)
+                if cand is not None:
+                    current = self._choose(current, cand)
+        # the articles' set-ups after the search, so a short budget is spent where it pays
+        self._yardsticks(outcome, base, gpus)
         outcome.best = current
         outcome.runner_up = runner_up(outcome.candidates, current)
         self._finals(outcome)
         self._never_below_yardsticks(outcome)
         if data_dir:
-            for change in loader_changes(outcome.best.case, data_dir):
-                case = outcome.best.case.replace(name=f"{SWEEP}-loader", **change)
-                if not within(case):
-                    outcome.skipped.append(f"loader: {change['loader']} (budget)")
-                    continue
-                outcome.fed.append(Candidate("loader", case, self.measure(case)))
+            self.limit = share_end
+            self._fed(outcome, data_dir)
         outcome.seconds = self.elapsed() - began
         return outcome
+
+    def _candidate(self, outcome: Outcome, origin: Candidate, stage: str, change: dict,
+                   fed: bool = False) -> Candidate | None:
+        """`origin` with one change, measured and listed, where it can run, differs and fits the budget."""
+        try:
+            case = origin.case.replace(name=f"{SWEEP}-{stage}", **change)
+        except CaseError as e:  # a change this configuration cannot take (a CUDA graph under DDP, say)
+            outcome.skipped.append(f"{stage}: {_change_text(change)} (cannot run here: {e})")
+            return None
+        if knobs_key(case) == knobs_key(origin.case):
+            return None
+        if not self.within(case, keep=0.0 if fed else self._finals_cost(outcome, origin)):
+            outcome.skipped.append(f"{stage}: {_change_text(change)} (budget)")
+            return None
+        cand = Candidate(stage, case, self.measure(case), against=origin.case)
+        (outcome.fed if fed else outcome.candidates).append(cand)
+        return cand
+
+    def _fed(self, outcome: Outcome, data_dir: str) -> None:
+        """The winner fed by JPEGs, searched like the rest: another loader starts from the synthetic
+        winner, a knob of the same loader from the best fed so far, and a change is kept only when
+        faster beyond noise than that best."""
+        synthetic, best = outcome.best, None
+        for stage, change in loader_changes(synthetic.case, data_dir):
+            same_loader = best is not None and best.case.loader == change["loader"]
+            cand = self._candidate(outcome, best if same_loader else synthetic, stage, change, fed=True)
+            if cand is None:
+                continue
+            if best is None or figure(best.record) is None:
+                cand.note = "where the fed search starts" if figure(cand.record) else \
+                    f"{cand.record['status']}: {cand.record.get('reason', '')}"[:200]
+                best = cand
+            else:
+                best = self._choose(best, cand)
+        outcome.fed_best = best if best and figure(best.record) is not None else None
+
+    def _yardsticks(self, outcome: Outcome, base: Case, gpus: int) -> None:
+        """The articles' baseline and optimized set-ups at this GPU count: stored ones of this commit
+        reused, the others measured where the budget allows."""
+        for label, case in (("baseline", recipes.seed_baseline(base, gpus)),
+                            ("optimized", recipes.seed_optimized(base, gpus))):
+            rec = self.stored.get(case.case_id) or (self.measure(case) if self.within(case) else None)
+            if rec is None:
+                outcome.skipped.append(f"the article's {label} set-up (budget)")
+            outcome.references[label] = rec
 
     def _never_below_yardsticks(self, outcome: Outcome) -> None:
         """Never slower than the articles' set-ups measured beside it: where one ran faster than what the

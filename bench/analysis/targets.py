@@ -4,6 +4,7 @@ from __future__ import annotations
 from ..core import stats
 from ..store import query
 from ..store.query import Record
+from ..core.labels import noise
 from .diagnose import harness_overhead_pct
 
 _best = query.fastest
@@ -48,9 +49,31 @@ def evaluate(records: list[Record]) -> list[list]:
                 rows.append(_row(f"best loader end to end, {g} GPU(s)", ">= 90% of synthetic", f"{share:.1f}%", share >= 90,
                                  f"{top.case['name']}: {top.images_per_s:.0f} against "
                                  f"{synth.images_per_s:.0f}", (top.data.get("diagnosis") or {}).get("verdict", "")))
+    rows += ddp_cost_rows(records)
     over = harness_overhead_pct(eager.data["ranks"]) if eager else None
     rows.append(_row("harness overhead", "< 2% of step time", "-" if over is None else f"{over:.2f}%",
                      None if over is None else over < 2, "same case timed in a minimal loop in the same run"))
+    return rows
+
+
+DDP_COST_NEEDED_PCT = 98.0
+
+
+def ddp_cost_rows(records: list[Record]) -> list[list]:
+    """Tuned DDP on one GPU against single, per precision (the `ddp-cost` sweep): what DDP costs a rank."""
+    rows = []
+    for p in sorted({r.case["precision"] for r in records if r.case["name"].startswith("target-ddp-cost-")}):
+        single, tuned = (max((r for r in records if r.ok and r.case["name"] == f"target-ddp-cost-{k}"
+                              and r.case["precision"] == p and r.case["gpus"] == 1),
+                             key=lambda r: r.images_per_s, default=None) for k in ("single", "tuned"))
+        target = f"DDP on 1 GPU against single, {p} + NHWC"
+        if not (single and tuned):
+            rows.append(_row(target, f">= {DDP_COST_NEEDED_PCT:.0f}%", "-", None, "run the ddp-cost sweep"))
+            continue
+        share = 100 * tuned.images_per_s / single.images_per_s
+        rows.append(_row(target, f">= {DDP_COST_NEEDED_PCT:.0f}%", f"{share:.1f}%", share >= DDP_COST_NEEDED_PCT,
+                         f"DDP {tuned.images_per_s:.0f} ({noise(tuned.metrics)}) against single "
+                         f"{single.images_per_s:.0f} ({noise(single.metrics)})"))
     return rows
 
 

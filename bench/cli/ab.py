@@ -6,7 +6,6 @@ import argparse
 from pathlib import Path
 
 from ..analysis import compare
-from ..analysis.search import parse_budget
 from ..core import sweeps
 from ..core.errors import BenchError
 from ..data.defaults import ensure_default_data
@@ -16,7 +15,7 @@ from ..harness.ab import AbRun, Settings
 from ..present import compare_text
 from ..store.tree import Store
 from . import sweep as sweepcmd
-from .flags import add_results_flag
+from .flags import add_results_flag, parse_budget
 
 
 def add(sub) -> None:

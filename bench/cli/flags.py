@@ -6,6 +6,7 @@ import ast
 import dataclasses
 import fnmatch
 import inspect
+import re
 
 from ..core import case as case_module
 from ..core.case import Case
@@ -152,3 +153,11 @@ def state_defaults(p: argparse.ArgumentParser) -> None:
             a.help += " (default: none)"
         else:
             a.help += f" (default: {a.default})"
+
+
+def parse_budget(text: str) -> float:
+    """Seconds from `90`, `90s`, `10m` or `1h`; anything else is refused with what is accepted."""
+    m = re.fullmatch(r"\s*(\d+(?:\.\d+)?)\s*([smh]?)\s*", str(text))
+    if not m or float(m.group(1)) <= 0:
+        raise CaseError(f"--budget={text!r} is not a duration; use seconds, or a number with s, m or h (e.g. 10m)")
+    return float(m.group(1)) * {"": 1, "s": 1, "m": 60, "h": 3600}[m.group(2)]

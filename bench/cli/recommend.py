@@ -6,7 +6,7 @@ from ..core.errors import FAILED, CaseError
 from ..harness.recommend_run import base_for, recommend
 from ..present import recipe, recommend_text
 from ..store.tree import Store
-from .flags import add_dist_flags, add_results_flag, check_floor_count, dist_from_args
+from .flags import add_dist_flags, add_results_flag, check_floor_count, dist_from_args, parse_budget
 from .reading import shown
 
 
@@ -19,7 +19,8 @@ def add(sub) -> None:
     rc.add_argument("--gpus", type=int, default=None,
                     help="most GPUs (1, 2, 4, ... up to it are searched; default: all visible; CPU ranks if none)")
     rc.add_argument("--budget", default="10m", help="time for the whole search: seconds, or with s, m or h (default 10m)")
-    rc.add_argument("--data", default="", help="ImageFolder tree: also measure the winner fed by DALI and the torch DataLoader")
+    rc.add_argument("--data", default="", help="ImageFolder tree: also search the winner fed by JPEGs (DALI and its "
+                                               "knobs, the torch DataLoader) and write its recipe_<N>gpu_jpeg.py")
     rc.add_argument("--no-compile", action="store_true", help="leave torch.compile out (each compiled candidate "
                                                                "compiles for about a minute)")
     rc.add_argument("--final-processes", type=int, default=search.FINAL_PROCESSES, metavar="K",
@@ -33,7 +34,7 @@ def add(sub) -> None:
 
 
 def command(a) -> int:
-    budget = search.parse_budget(a.budget)
+    budget = parse_budget(a.budget)
     if a.final_processes < 0:
         raise CaseError(f"--final-processes={a.final_processes} must be 0 (none) or more")
     check_floor_count("--floor-processes", a.floor_processes)
@@ -47,6 +48,6 @@ def command(a) -> int:
     outcomes, recipes = recommend(Store(a.results), dist_from_args(a), gpus, base, budget, a.data,
                                   not a.no_compile, a.final_processes, a.floor_processes, write_recipe)
     print()
-    print(recommend_text.render(outcomes, budget, {n: shown(p) for n, p in recipes.items()}))
+    print(recommend_text.render(outcomes, budget, {k: shown(p) for k, p in recipes.items()}))
     # answered at every count (a DataParallel yardstick that won has no script, yet is an answer)
     return 0 if outcomes and all(search.figure(search.winner_record(o)) is not None for o in outcomes) else FAILED

@@ -9,6 +9,7 @@ import dataclasses
 from dataclasses import dataclass, fields
 
 from . import identity
+from .cuda_graph_rules import check_cuda_graph
 from .errors import CaseError
 
 MODELS = ("resnet50", "resnet18")
@@ -65,6 +66,11 @@ class Case:
     optimizer_impl: str = "default"
     """SGD's implementation: `default` (PyTorch's choice: foreach on GPUs), `foreach` or `fused`
     (one kernel for every parameter's update)."""
+    cuda_graph: bool = False
+    """The whole optimizer step (forward, loss, backward, loss scaling and the update) captured once
+    as one CUDA graph after the warm-up's first steps and replayed; each batch is copied into the
+    graph's input. Needs a GPU, strategy='single', the `fused` optimizer (the others read the loss
+    scaler's verdict on the host) and no `compile` mode of its own CUDA graphs."""
 
     # --- input -----------------------------------------------------------------------------
     loader: str = "synthetic"
@@ -86,11 +92,15 @@ class Case:
     """Measure the input pipeline alone (no model): the images/s it can deliver."""
     dali_device: str = "mixed"
     """DALI decode placement: `mixed` (GPU decode) or `cpu`."""
-    hw_decoder_load: float = 0.65
-    """DALI mixed decode: share of images sent to the hardware JPEG decoder, 0..1."""
+    hw_decoder_load: float = AUTO
+    """DALI mixed decode: share of images sent to the hardware JPEG decoder, 0..1; -1 = chosen for the
+    GPU when the case runs (0.99 where it has hardware JPEG engines, else DALI's 0.65), stored as a fact
+    with the reason."""
     dali_threads: int = AUTO
     """DALI CPU threads per pipeline; -1 = the machine's cores shared over its ranks (DALI's own
     default of 4 halves the mixed decoder's ceiling on a 16-core H200 host)."""
+    dali_prefetch_depth: int = 2
+    """DALI: batches the pipeline prepares ahead of the one being trained on (its queue depth)."""
 
     # --- DataParallel (the second article's knobs) -------------------------------------------
     dp_device_selection: str = "default"
@@ -215,7 +225,7 @@ def validate(c: Case) -> None:
     _one_of("compile_scope", c.compile_scope, COMPILE_SCOPES)
     _one_of("optimizer_impl", c.optimizer_impl, OPTIMIZER_IMPLS)
     for name in ("channels_last", "cudnn_benchmark", "loader_only", "overhead_check", "pin_memory", "non_blocking", "persistent_workers",
-                 "dp_loss_in_forward", "gradient_as_bucket_view", "static_graph", "broadcast_buffers"):
+                 "dp_loss_in_forward", "gradient_as_bucket_view", "static_graph", "broadcast_buffers", "cuda_graph"):
         if not isinstance(getattr(c, name), bool):
             raise CaseError(f"{name}={getattr(c, name)!r} must be true or false")
     _at_least("gpus", c.gpus, 1)
@@ -235,9 +245,11 @@ def validate(c: Case) -> None:
     _at_least("fault_rank", c.fault_rank, 0)
     _at_least("timeout_s", c.timeout_s, 1, float)
     _at_least("bucket_cap_mb", c.bucket_cap_mb, 0.0, float)
-    _at_least("hw_decoder_load", c.hw_decoder_load, 0.0, float)
+    if c.hw_decoder_load != AUTO:
+        _at_least("hw_decoder_load", c.hw_decoder_load, 0.0, float)
     if c.hw_decoder_load > 1:
-        raise CaseError(f"hw_decoder_load={c.hw_decoder_load!r} must be between 0 and 1")
+        raise CaseError(f"hw_decoder_load={c.hw_decoder_load!r} must be -1 (chosen for the GPU) or between 0 and 1")
+    _at_least("dali_prefetch_depth", c.dali_prefetch_depth, 1)
 
     if c.device == "cpu" and c.precision == "tf32":
         raise CaseError("precision='tf32' needs device='cuda'; on cpu use fp32, bf16 or fp16")
@@ -267,6 +279,8 @@ def validate(c: Case) -> None:
                         "'default' or 'max-autotune-no-cudagraphs'")
     if c.compile and c.strategy == "dp":
         raise CaseError("compile with strategy='dp' is not supported (DataParallel re-replicates every step); use single or ddp")
+    if c.cuda_graph:
+        check_cuda_graph(c)
     for pair in c.nccl_env:
         if len(pair) != 2 or not str(pair[0]).startswith("NCCL_"):
             raise CaseError(f"nccl_env entry {pair!r} must be a (name, value) pair whose name starts with NCCL_")

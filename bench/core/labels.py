@@ -14,6 +14,8 @@ def describe(case: dict) -> str:
                      + (" (CUDA graphs)" if case["compile"] in CUDA_GRAPH_MODES else ""))
     if case.get("optimizer_impl", "default") != "default":
         parts.append(f"SGD {case['optimizer_impl']}")
+    if case.get("cuda_graph"):
+        parts.append("step as one CUDA graph")
     if case["device"] == "cuda" and case.get("cudnn_benchmark", True) is False:
         parts.append("cudnn-benchmark off")
     if case["strategy"] == "dp":
@@ -21,13 +23,22 @@ def describe(case: dict) -> str:
                                  (f"out=gpu{case['dp_output_device']}", case["dp_output_device"] >= 0),
                                  ("loss in fwd", case["dp_loss_in_forward"])) if on]
         parts += knobs
-    loader = case["loader"] + (f"/{case['dali_device']}/t{_threads(case['dali_threads'])}" if case["loader"] == "dali" else "")
+    loader = case["loader"] + (_dali(case) if case["loader"] == "dali" else "")
     if case["loader"] == "torch":
         loader += f"/w{_threads(case['num_workers'])}" + ("/pin" if case["pin_memory"] else "")
     parts.append(loader + (" (loader only)" if case.get("loader_only") else ""))
     if case.get("accumulation_steps", 1) > 1:
         parts.append(f"accumulate {case['accumulation_steps']} ({case['accumulation_mode']})")
     return ", ".join(parts)
+
+
+def _dali(case: dict) -> str:
+    text = f"/{case['dali_device']}/t{_threads(case['dali_threads'])}"
+    if case["dali_device"] == "mixed":  # a case stored before the knob ran at DALI's 0.65
+        load = case.get("hw_decoder_load", 0.65)
+        text += "/hw-auto" if load == -1 else f"/hw{load:g}"
+    depth = case.get("dali_prefetch_depth", 2)
+    return text + (f"/queue{depth}" if depth != 2 else "")
 
 
 def _threads(n: int) -> str:

@@ -85,11 +85,20 @@ def seed_optimized(base: Case, gpus: int) -> Case:
                         cudnn_benchmark=DP_CUDNN_BENCHMARK, **_loader_knobs(base, 8, True), **_dp_window(base, gpus))
 
 
+# DDP without the per-step host work a ResNet does not need: no buffer broadcast before every forward
+# (each rank keeps its own BatchNorm running statistics, which training does not read), gradients that
+# are the all-reduce buckets (no copy in and out), and a graph declared static (no search for unused
+# parameters). On one H200 at one rank, fp16 + NHWC eager, alternating in one process: DDP's defaults
+# 5,051-5,358 images/s against single 5,661-5,698; buffers not broadcast 5,548; all three 5,693.
+DDP_TUNED = {"broadcast_buffers": False, "gradient_as_bucket_view": True, "static_graph": True}
+
+
 def best(base: Case, gpus: int) -> Case:
-    """The best configuration the suite knows: DDP (single on one GPU), fp16 autocast, NHWC."""
+    """The best configuration the suite knows: tuned DDP (single on one GPU), fp16 autocast, NHWC."""
     amp = "fp16" if base.device == "cuda" else "bf16"
+    tuned = DDP_TUNED if gpus > 1 else {}
     return base.replace(name="best", strategy="ddp" if gpus > 1 else "single", gpus=gpus,
-                        precision=amp, channels_last=True, **_loader_knobs(base, 8, True))
+                        precision=amp, channels_last=True, **tuned, **_loader_knobs(base, 8, True))
 
 
 def ddp(base: Case, gpus: int, precision: str, channels_last: bool, **kw) -> Case:

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from .case import AUTO, Case
 from .errors import CaseError
-from .recipes import (ARTICLE_ACCUMULATION, CPU_BASE, CPU_RECOMMEND_BASE, DP_CUDNN_BENCHMARK, GPU_BASE,  # noqa: F401
-                      _dp_window, _dp_windowed, accumulation, best, ddp, gpu_counts, loader_case, loader_windows,
+from .recipes import (ARTICLE_ACCUMULATION, CPU_BASE, CPU_RECOMMEND_BASE, DDP_TUNED, DP_CUDNN_BENCHMARK,  # noqa: F401
+                      GPU_BASE, _dp_window, _dp_windowed, accumulation, best, ddp, gpu_counts, loader_case, loader_windows,
                       noise_reference, seed_baseline, seed_optimized, single)
 
 # --- sweeps ------------------------------------------------------------------------------------
@@ -151,6 +151,16 @@ def targets_sweep(max_gpus: int, base: Case = GPU_BASE) -> list[Case]:
     return cases
 
 
+def ddp_cost_sweep(max_gpus: int, base: Case = GPU_BASE) -> list[Case]:
+    """What DDP itself costs a rank: tuned DDP on one GPU beside single, in each mixed precision with
+    NHWC (run it with --processes 3: the two figures are a few percent apart). The targets table
+    divides one by the other."""
+    precisions = ("fp16", "bf16") if base.device == "cuda" else ("bf16",)
+    return [c for p in precisions for c in (
+        single(base, precision=p, channels_last=True).replace(name="target-ddp-cost-single"),
+        ddp(base, 1, p, True, **DDP_TUNED).replace(name="target-ddp-cost-tuned"))]
+
+
 def tiny_sweep(max_gpus: int = 2, base: Case = CPU_BASE) -> list[Case]:
     """The pytest plugin's own check: two CPU cases and one that needs two GPUs."""
     t = base.replace(model="resnet18", num_classes=10, batch_size=4, image_size=32, warmup_steps=2, steps=2,
@@ -169,11 +179,12 @@ SWEEPS = {
     "ablation": ablation_sweep,
     "tiny": tiny_sweep,
     "targets": targets_sweep,
+    "ddp-cost": ddp_cost_sweep,
 }
 NEEDS_DATA = {"loaders", "smoke", "ablation", "targets"}
 DEFAULT_GPU_SWEEPS = ("seed", "best", "ablation")
 AT_LARGEST_COUNT = {"ablation"}  # every case of these runs on the largest GPU count asked for
-ALL_GPU_SWEEPS = ("seed", "best", "ablation", "strategies", "scaling", "amp", "loaders", "targets")
+ALL_GPU_SWEEPS = ("seed", "best", "ablation", "strategies", "scaling", "amp", "loaders", "targets", "ddp-cost")
 
 
 def build(name: str, max_gpus: int, device: str = "cuda", **overrides) -> list[Case]:

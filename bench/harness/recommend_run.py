@@ -3,7 +3,6 @@ each candidate, the first starting set-up doubling as the noise floor, and a rec
 from __future__ import annotations
 
 import statistics
-from pathlib import Path
 
 from ..analysis import plan, search
 from ..core import recipes
@@ -34,9 +33,10 @@ def base_for(gpus: int | None) -> tuple[int, Case, str]:
 
 def recommend(store: Store, dist: DistArgs, gpus: int, base: Case, budget_s: float, data_dir: str,
               with_compile: bool, final_processes: int, floor_processes: int,
-              write_recipe) -> tuple[list[search.Outcome], dict[int, Path]]:
+              write_recipe) -> tuple[list[search.Outcome], dict]:
     """Search at 1, 2, 4 ... `gpus`, each count with its share of what is left of the budget; every
-    candidate is stored; `write_recipe(case, record, folder)` writes the winner's script."""
+    candidate is stored; `write_recipe(case, record, folder)` writes a winner's script. Returns the
+    outcomes and the scripts written: by GPU count, and by (GPU count, "jpeg") for the winner fed by JPEGs."""
     if data_dir:
         check_size(scan(data_dir), base.replace(loader="torch", data_dir=data_dir))
     counts = recipes.gpu_counts(gpus)
@@ -60,7 +60,7 @@ def recommend(store: Store, dist: DistArgs, gpus: int, base: Case, budget_s: flo
                                on_floor=adopt_floor)
         print(f"recommend: {', '.join(map(str, counts))} {'GPU' if base.device == 'cuda' else 'CPU rank'}(s), budget "
               f"{budget_s / 60:.1f} min, run {run.run_id}; every candidate is stored")
-        outcomes, written = [], {}
+        outcomes, written, folder = [], {}, store.root / run.machine / run.commit / search.SWEEP
         for i, n in enumerate(counts):
             outcome = finder.run(base, n, data_dir, with_compile=with_compile, budget_share=1 / (len(counts) - i))
             outcomes.append(outcome)
@@ -68,14 +68,17 @@ def recommend(store: Store, dist: DistArgs, gpus: int, base: Case, budget_s: flo
             # a script is written for single and ddp set-ups; an article's DataParallel yardstick that won
             # is reproduced by `bench run` (recommend_text says so)
             if search.figure(win) is not None and outcome.best.case.strategy != "dp":
-                written[n] = write_recipe(outcome.best.case, win, store.root / run.machine / run.commit / search.SWEEP)
-        # the manifest names the recipe inside the results tree, so it stays true wherever that tree is copied
-        run.manifest["recommend"] = [summary(o, str(written[o.gpus].relative_to(store.root))
-                                                    if o.gpus in written else None) for o in outcomes]
+                written[n] = write_recipe(outcome.best.case, win, folder)
+            fed = outcome.fed_best
+            if fed is not None and fed.case.strategy != "dp":
+                written[(n, "jpeg")] = write_recipe(fed.case, fed.record, folder)
+        # the manifest names the recipes inside the results tree, so it stays true wherever that tree is copied
+        run.manifest["recommend"] = [summary(o, *(str(written[k].relative_to(store.root)) if k in written else None
+                                                  for k in (o.gpus, (o.gpus, "jpeg")))) for o in outcomes]
     return outcomes, written
 
 
-def summary(outcome: search.Outcome, recipe: str | None) -> dict:
+def summary(outcome: search.Outcome, recipe: str | None, jpeg_recipe: str | None = None) -> dict:
     """What the run's manifest keeps of one GPU count's search."""
     win = search.winner_record(outcome)
     return {"gpus": outcome.gpus, "seconds": round(outcome.seconds, 1),
@@ -86,7 +89,11 @@ def summary(outcome: search.Outcome, recipe: str | None) -> dict:
             "versus_runner_up": outcome.versus_runner_up,
             "baseline_images_per_s": search.figure(outcome.references.get("baseline")),
             "optimized_images_per_s": search.figure(outcome.references.get("optimized")),
-            "fed": [{"case_id": c.case.case_id, "images_per_s": search.figure(c.record)} for c in outcome.fed],
+            "fed": [{"case_id": c.case.case_id, "images_per_s": search.figure(c.record), "note": c.note}
+                    for c in outcome.fed],
+            "fed_best_case_id": outcome.fed_best.case.case_id if outcome.fed_best else None,
+            "fed_best_images_per_s": search.figure(outcome.fed_best.record) if outcome.fed_best else None,
+            "jpeg_recipe": jpeg_recipe,
             "candidates": [{"stage": c.stage, "case_id": c.case.case_id, "images_per_s": search.figure(c.record),
                             "status": c.record["status"], "note": c.note} for c in outcome.candidates if c.record],
             "not_measured": outcome.skipped, "recipe": recipe,

@@ -1,167 +1,47 @@
-"""The winner of `bench recommend` as a training script to copy: a plain PyTorch loop with exactly the
+"""The winners of `bench recommend` as training scripts to copy: a plain PyTorch loop with exactly the
 measured settings, which times itself the way the suite does (warm-up first, the windows back to back
 as one span synchronised at its edges, the slowest rank's time) and prints its own images/s.
 
-The script trains on one synthetic batch made once on the device, as the measured case did; it needs
-torch and torchvision only.
+`recipe_<N>gpu.py` trains on one synthetic batch made once on the device, as its measured case did, and
+needs torch and torchvision only. `recipe_<N>gpu_jpeg.py` reads the user's JPEG folder (`--data`) through
+the loader that won the fed search, DALI or the torch DataLoader, with its measured knobs.
 """
 from __future__ import annotations
 
 from pathlib import Path
 
 from ..core.case import Case
+from . import recipe_script
 
 RECIPE_KNOBS = ("model", "num_classes", "image_size", "device", "gpus", "strategy", "batch_size", "precision",
-                "channels_last", "cudnn_benchmark", "compile", "compile_scope", "optimizer_impl", "bucket_cap_mb",
-                "gradient_as_bucket_view", "static_graph", "broadcast_buffers", "seed")
+                "channels_last", "cudnn_benchmark", "compile", "compile_scope", "optimizer_impl", "cuda_graph",
+                "bucket_cap_mb", "gradient_as_bucket_view", "static_graph", "broadcast_buffers", "seed")
+LOADER_KNOBS = {"dali": ("dali_device", "hw_decoder_load", "dali_threads", "dali_prefetch_depth"),
+                "torch": ("num_workers", "pin_memory", "non_blocking", "persistent_workers", "prefetch_factor")}
+BLOCKS = {"synthetic": recipe_script.SYNTHETIC, "dali": recipe_script.DALI, "torch": recipe_script.TORCH}
 
-TEMPLATE = '''#!/usr/bin/env python3
-"""{title}
-
-Measured by the benchmark suite on {machine}, commit {commit}, run {run_id}:
-  {measured}
-Settings: {label}.
-
-Run it as it was measured:
-  {how}
-It warms up, then prints the images/s of each timed window and of the whole span they make. The
-input is one synthetic batch made once on the device, as in the measurement; feed your own loader
-for real data.
-"""
-import argparse
-import contextlib
-import inspect
-import os
-import time
-
-import torch
-import torch.distributed as dist
-import torchvision
-
-S = {settings}
-
-
-def main():
-    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--warmup", type=int, default={warmup}, help="steps before timing (compilation, autotuning)")
-    p.add_argument("--steps", type=int, default={steps}, help="steps per timed window")
-    p.add_argument("--windows", type=int, default={windows}, help="timed windows")
-    a = p.parse_args()
-
-    ddp = S["strategy"] == "ddp"
-    if ddp:
-        dist.init_process_group("nccl" if S["device"] == "cuda" else "gloo")
-    rank, world = (dist.get_rank(), dist.get_world_size()) if ddp else (0, 1)
-    if S["device"] == "cuda":
-        local = int(os.environ.get("LOCAL_RANK", 0))
-        torch.cuda.set_device(local)
-        device = torch.device("cuda", local)
-    else:
-        device = torch.device("cpu")
-
-    # fp32 means strict fp32: TF32 only where the precision says so
-    torch.backends.cuda.matmul.allow_tf32 = torch.backends.cudnn.allow_tf32 = S["precision"] == "tf32"
-    torch.backends.cudnn.benchmark = S["cudnn_benchmark"]
-    amp_dtype = {{"bf16": torch.bfloat16, "fp16": torch.float16}}.get(S["precision"])
-    fmt = torch.channels_last if S["channels_last"] else torch.contiguous_format
-
-    torch.manual_seed(S["seed"])
-    model = torchvision.models.get_model(S["model"], weights=None, num_classes=S["num_classes"])
-    model = model.to(device, memory_format=fmt).train()
-    params = model.parameters()
-    if ddp:
-        DDP = torch.nn.parallel.DistributedDataParallel
-        # buffers sync in every forward by default; torch 2.14 renamed the keyword that turns it off
-        new_name = "forward_sync_buffers" in inspect.signature(DDP.__init__).parameters
-        buffer_sync = {{}} if S["broadcast_buffers"] else {{"forward_sync_buffers" if new_name else "broadcast_buffers": False}}
-        model = DDP(model, device_ids=[device.index] if device.type == "cuda" else None, bucket_cap_mb=S["bucket_cap_mb"],
-                    gradient_as_bucket_view=S["gradient_as_bucket_view"], static_graph=S["static_graph"], **buffer_sync)
-    criterion = torch.nn.CrossEntropyLoss()
-    if S["compile"] and S["compile_scope"] == "model":
-        model = torch.compile(model, mode=S["compile"])
-
-    def loss_of(images, labels):
-        autocast = torch.autocast(device.type, dtype=amp_dtype) if amp_dtype else contextlib.nullcontext()
-        with autocast:
-            return criterion(model(images), labels)
-
-    if S["compile"] and S["compile_scope"] == "step":  # forward and loss as one compiled graph
-        loss_of = torch.compile(loss_of, mode=S["compile"])
-    impl = {{"default": {{}}, "foreach": {{"foreach": True}}, "fused": {{"fused": True}}}}[S["optimizer_impl"]]
-    optimizer = torch.optim.SGD(params, lr=0.01, momentum=0.9, **impl)
-    scaler = torch.amp.GradScaler(device.type, enabled=S["precision"] == "fp16")
-
-    g = torch.Generator().manual_seed(S["seed"] + rank)
-    images = torch.randn(S["batch_size"], 3, S["image_size"], S["image_size"], generator=g)
-    images = images.to(device).contiguous(memory_format=fmt)
-    labels = torch.randint(0, S["num_classes"], (S["batch_size"],), generator=g).to(device)
-
-    def step():
-        loss = loss_of(images, labels)
-        scaler.scale(loss).backward()
-        scaler.step(optimizer)
-        scaler.update()
-        optimizer.zero_grad(set_to_none=True)
-
-    def sync():
-        if device.type == "cuda":
-            torch.cuda.synchronize(device)
-
-    for _ in range(a.warmup):
-        step()
-    # the windows run back to back as one span, synchronised at its edges only (no pause between
-    # windows for a loader to catch up); each window's time comes from events on the device
-    if ddp:
-        dist.barrier()
-    sync()
-    cuda = device.type == "cuda"
-    events = [torch.cuda.Event(enable_timing=True) for _ in range(a.windows + 1)] if cuda else []
-    clock = []
-
-    def mark(i):
-        if cuda:
-            events[i].record()
-        else:  # the CPU runs each step to its end before the next
-            clock.append(time.perf_counter())
-
-    mark(0)
-    for w in range(a.windows):
-        for _ in range(a.steps):
-            step()
-        mark(w + 1)
-    sync()
-    if cuda:
-        window_s = [events[i].elapsed_time(events[i + 1]) / 1000.0 for i in range(a.windows)]
-    else:
-        window_s = [b - e for e, b in zip(clock, clock[1:])]
-    window_s = torch.tensor(window_s, dtype=torch.float64)
-    if ddp:  # the slowest rank decides each window
-        window_s = window_s.to(device)
-        dist.all_reduce(window_s, op=dist.ReduceOp.MAX)
-    window_s = window_s.tolist()
-    images = S["batch_size"] * world * a.steps
-    if rank == 0:
-        for w, t in enumerate(window_s):
-            print(f"window {{w + 1}}: {{images / t:,.1f}} images/s", flush=True)
-        print(f"images/s: {{images * a.windows / sum(window_s):.1f}} (every image of one span of {{a.windows}} "
-              f"window(s) of {{a.steps}} steps over its time, {{world}} process(es))", flush=True)
-    if ddp:
-        dist.destroy_process_group()
-
-
-if __name__ == "__main__":
-    main()
-'''
-
-
-def file_name(gpus: int) -> str:
-    return f"recipe_{gpus}gpu.py"
+def file_name(case: Case) -> str:
+    return f"recipe_{case.gpus}gpu" + ("" if case.loader == "synthetic" else "_jpeg") + ".py"
 
 
 def command(case: Case, path: str) -> str:
+    data = "" if case.loader == "synthetic" else " --data DIR"
     if case.strategy == "ddp":
-        return f"torchrun --standalone --nproc-per-node {case.gpus} {path}"
-    return f"python {path}"
+        return f"torchrun --standalone --nproc-per-node {case.gpus} {path}{data}"
+    return f"python {path}{data}"
+
+
+def settings_of(case: Case, record: dict) -> dict:
+    """The knobs the script sets: the model's, and its loader's as they ran (a hardware decoder share
+    chosen for the GPU is written as the share that was used)."""
+    s = {k: getattr(case, k) for k in RECIPE_KNOBS}
+    s["loader"] = case.loader
+    for k in LOADER_KNOBS.get(case.loader, ()):
+        s[k] = getattr(case, k)
+    used = next((r.get("hw_decoder_load_used") for r in record.get("ranks") or [] if "hw_decoder_load_used" in r), None)
+    if case.loader == "dali" and s["hw_decoder_load"] == -1:
+        s["hw_decoder_load"] = used if used is not None else 0.65  # DALI's own default where none was recorded
+    return s
 
 
 def render(case: Case, record: dict, label: str) -> str:
@@ -169,20 +49,33 @@ def render(case: Case, record: dict, label: str) -> str:
     m = record["metrics"]
     ci = m.get("images_per_s_ci95")
     measured = f"{m['images_per_s']:,.1f} images/s" + (f" (95% interval {ci[0]:,.1f}-{ci[1]:,.1f})" if ci else "")
-    settings = "{\n" + "".join(f"    {k!r}: {getattr(case, k)!r},\n" for k in RECIPE_KNOBS) + "}"
+    settings = "{\n" + "".join(f"    {k!r}: {v!r},\n" for k, v in settings_of(case, record).items()) + "}"
     unit = "GPU" if case.device == "cuda" else "CPU process"
-    return TEMPLATE.format(
-        title=f"ResNet training on {case.gpus} {unit}(s): the fastest configuration the suite found.",
-        machine=record["machine"], commit=record["commit_folder"], run_id=record["run_id"], measured=measured,
-        label=label, how=command(case, file_name(case.gpus)), settings=settings,
+    fed = case.loader != "synthetic"
+    loader = {"dali": "NVIDIA DALI", "torch": "the torch DataLoader"}.get(case.loader, "")
+    title = (f"ResNet training on {case.gpus} {unit}(s) fed by JPEGs through {loader}: the fastest the suite found."
+             if fed else f"ResNet training on {case.gpus} {unit}(s): the fastest configuration the suite found.")
+    input_note = (f"It reads the ImageFolder tree given by --data (ROOT/<class>/<image>.jpg) through {loader}, "
+                  "as measured." if fed else
+                  "The input is one synthetic batch made once on the device, as in the measurement; feed\n"
+                  "your own loader for real data (recipe_<N>gpu_jpeg.py does, where the suite measured one).")
+    text = recipe_script.HEAD + BLOCKS[case.loader] + recipe_script.MAIN
+    decode = {"mixed": "on the GPU, its hardware decoders taking the share set below"}.get(case.dali_device, "on the CPU")
+    return text.format(
+        title=title, machine=record["machine"], commit=record["commit_folder"], run_id=record["run_id"],
+        measured=measured, label=label, how=command(case, file_name(case)), settings=settings,
+        input_note=input_note, decode=decode,
+        data_arg=('p.add_argument("--data", required=True, help="ImageFolder tree of JPEGs: ROOT/<class>/<image>.jpg")'
+                  if fed else "# the input is synthetic: no data folder"),
+        source="batches(device, rank, world, a.data)" if fed else "batches(device, rank, world)",
         warmup=max(case.warmup_steps, 3), steps=m.get("steps_per_window") or case.steps, windows=case.repeats)
 
 
 def write(case: Case, record: dict, label: str, folder: Path) -> Path:
-    """Write the recipe beside the results; an earlier run's recipe for the same GPU count is kept
-    under its run id rather than replaced."""
+    """Write the recipe beside the results; an earlier run's recipe for the same GPU count and input is
+    kept under its run id rather than replaced."""
     folder.mkdir(parents=True, exist_ok=True)
-    path = folder / file_name(case.gpus)
+    path = folder / file_name(case)
     if path.exists():
         old = path.read_text()
         run = next((ln.split("run ")[-1].rstrip(":") for ln in old.splitlines() if ", run " in ln), "earlier")

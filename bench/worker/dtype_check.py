@@ -22,8 +22,9 @@ def check_label(case: Case, dtypes: dict) -> None:
 
 
 def compiled_dtypes(trainer: Trainer, batches) -> dict:
-    """The dtype a compiled model's logits come out in, from one forward outside the windows with
-    the grad and autocast state of training (so the compiled graph is reused, not recompiled)."""
+    """The dtype a compiled or graph-captured model's logits come out in, from one forward outside the
+    windows with the grad and autocast state of training (so the compiled graph is reused, not
+    recompiled); a compiled step reports the dtype its traced graph computed."""
     if trainer.case.compile_scope == "step":
         return {str(trainer.ctx.device): str(trainer.logits_dtype).replace("torch.", "")}
     images, _ = next(batches)

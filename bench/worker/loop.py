@@ -41,6 +41,8 @@ def peak_memory(ctx: RankContext) -> dict:
 def measure(case: Case, ctx: RankContext) -> dict:
     trainer = LoaderOnly(case, ctx) if case.loader_only else Trainer(case, ctx)
     loader = loaders.make(case, ctx)
+    if getattr(trainer, "graphed", None):
+        trainer.graphed.stable_inputs = getattr(loader, "stable_batches", False)
     if hasattr(loader, "input_wait_s") and not case.loader_only:
         trainer.input_wait_clock = lambda: loader.input_wait_s
     batches = iter(loader)
@@ -62,7 +64,7 @@ def measure(case: Case, ctx: RankContext) -> dict:
         mark("first_step_end")
         # a hook added to a compiled model would force recompiles inside the span: its probe runs after
         dtypes = {}
-        if not case.loader_only and not case.compile:
+        if not case.loader_only and not case.compile and not case.cuda_graph:
             dtypes = compute_dtypes(trainer, batches)
             check_label(case, dtypes)
         # batches a loader prefetched while the model was being built would flatter the span:
@@ -90,12 +92,14 @@ def measure(case: Case, ctx: RankContext) -> dict:
         inject_fault(case, ctx)
         slowdown_pct = float(os.environ.get(SLOWDOWN_VAR) or 0)
         pause_s = step_estimate_s * slowdown_pct / 100.0
+        scale_before = loss_scale(trainer)
         mark("span_start")
         span = timed_span(trainer, batches, timer, steps, case.repeats, sampler, pause_s)
         mark("span_end")
+        scale_after = loss_scale(trainer)
         heartbeat.beat("after the windows")
         extra = extra_windows.run(case, ctx, trainer, batches, timer, steps)
-        if case.compile and not case.loader_only:
+        if (case.compile or case.cuda_graph) and not case.loader_only:  # no hook sees a graph's replay
             dtypes = compiled_dtypes(trainer, batches)
             check_label(case, dtypes)
             if case.compile in CUDA_GRAPH_MODES and cuda_graph_skips():
@@ -109,11 +113,28 @@ def measure(case: Case, ctx: RankContext) -> dict:
             "prefetched_batches_drained": drained,
             "compute_dtypes": dtypes, "math_flags": trainer.math_flags,
             "allreduce_calls_per_step": None, "last_loss": loss,
+            **scaler_facts(scale_before, scale_after),
             "gpu_samples": sampler.summary() if sampler else {}, **extra,
             **peak_memory(ctx), **trainer.strategy.facts(), **loader.facts(),
         }
     finally:
         loader.close()
+
+
+def loss_scale(trainer) -> float | None:
+    """The fp16 loss scale now (read outside the timed span: it waits for the device)."""
+    scaler = getattr(trainer, "scaler", None)
+    return float(scaler.get_scale()) if scaler is not None and scaler.is_enabled() else None
+
+
+def scaler_facts(before: float | None, after: float | None) -> dict:
+    """The loss scale at the span's edges and the updates it skipped: each step whose gradients
+    overflowed halves the scale and skips its update (it grows only after 2,000 clean steps)."""
+    if before is None:
+        return {}
+    skipped = round(math.log2(before / after)) if after > 0 else None
+    return {"loss_scale_span": [before, after], "updates_skipped_in_span": max(skipped, 0) if skipped is not None
+            else "all: the scale fell to 0"}
 
 
 def timed_warmup(trainer, batches, ctx: RankContext, steps: int) -> float:

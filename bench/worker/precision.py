@@ -26,6 +26,9 @@ def autocast(precision: str, device_type: str):
     dtype = AUTOCAST_DTYPES.get(precision)
     if dtype is None:
         return contextlib.nullcontext()
+    if device_type == "cuda" and not torch.compiler.is_compiling() and torch.cuda.is_current_stream_capturing():
+        # a captured step must cast the weights afresh on every replay: no cast cache across steps
+        return torch.autocast(device_type=device_type, dtype=dtype, cache_enabled=False)
     return torch.autocast(device_type=device_type, dtype=dtype)
 
 

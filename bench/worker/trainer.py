@@ -12,6 +12,7 @@ from ..core.case import Case
 from ..core.labels import CUDA_GRAPH_MODES
 from . import precision, strategies
 from .context import RankContext
+from .graphed_step import GraphedStep
 from .timing import InputStallProbe
 
 
@@ -53,9 +54,16 @@ class Trainer:
         # counts its own time blocked on its producers (the torch DataLoader's workers), so a
         # blocking device copy is not mistaken for waiting on input
         self.input_wait_clock = time.perf_counter
+        self.graphed = GraphedStep(self) if case.cuda_graph else None
 
     def step(self, batches) -> float:
         """Run one optimizer step; return the seconds spent waiting for input."""
+        if self.graphed:
+            before = self.input_wait_clock()
+            images, labels = self.input_probe.fetch(batches)
+            wait = self.input_wait_clock() - before
+            self.last_loss = self.graphed.run(images, labels)
+            return wait
         k = self.case.accumulation_steps
         wait = 0.0
         for i in range(k):
