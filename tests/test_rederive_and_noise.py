@@ -121,3 +121,18 @@ def test_a_run_too_noisy_or_drifting_warns_once_at_the_top_and_judges_nothing(tm
                                                                 "rel_sd": 0.01})
     steady = query.load([tmp_path / "steady"])[0]
     assert claims.evaluate(next(c for c in claims.CLAIMS if c.id == "workers"), steady)["verdict"] == claims.HOLDS
+
+
+def test_a_stored_span_that_never_updated_is_read_as_failed():
+    from bench.store.rederive import mark_not_training
+    rank = {"steps_per_window": 49, "images": [12544] * 3}
+    skipped = {"status": "ok", "ranks": [{**rank, "updates_skipped_in_span": 147, "loss_scale_span": [512.0, 2.9e-42]}]}
+    assert mark_not_training(skipped) and skipped["status"] == "error" and skipped["rederived_status"] == "not training"
+    assert "skipped every update of the 147 measured steps (the loss scale fell from 512 to 2.9e-42)" in skipped["reason"]
+    fell = {"status": "ok", "ranks": [{**rank, "updates_skipped_in_span": "all: the scale fell to 0",
+                                       "loss_scale_span": [512.0, 0.0]}]}
+    assert mark_not_training(fell)
+    for fine in ({"status": "ok", "ranks": [{**rank, "updates_skipped_in_span": 2, "loss_scale_span": [4.0, 1.0]}]},
+                 {"status": "ok", "ranks": [rank]}, {"status": "oom", "ranks": []}):
+        before = dict(fine)
+        assert not mark_not_training(fine) and fine == before

@@ -1,5 +1,6 @@
-"""The knobs of issue 23 that a CPU can check: the hardware decoder's share per GPU, the dtype DALI
-delivers, the loss scaler's facts, fresh synthetic labels, and the autocast cache under capture."""
+"""What a CPU can check of the JPEG-fed and whole-step knobs: the hardware decoder's share per GPU, the
+dtype DALI delivers, the loss scaler's facts and the refusal of a span that never updated, fused SGD's
+momentum buffers, the synthetic batch a captured step reads, and the autocast cache outside a capture."""
 import math
 
 import pytest
@@ -46,17 +47,52 @@ def test_scaler_facts_count_the_skipped_updates():
     assert math.isclose(scaler_facts(2.0, 1.0)["loss_scale_span"][1], 1.0)
 
 
-def test_synthetic_labels_are_fresh_every_step_and_the_images_stay():
-    case = Case(device="cpu", model="resnet18", num_classes=10, batch_size=64, image_size=32)
+def test_the_synthetic_batch_is_the_same_tensors_every_step():
+    case = Case(device="cpu", model="resnet18", num_classes=10, batch_size=8, image_size=32)
     loader = SyntheticLoader(case, RankContext())
     it = iter(loader)
     images, labels = next(it)
     first = labels.clone()
     images2, labels2 = next(it)
-    assert images2 is images and labels2 is labels and loader.stable_batches  # the same tensors, refilled
-    assert not torch.equal(first, labels2) and int(labels2.max()) < 10 and int(labels2.min()) >= 0
+    # a captured step reads them where they lie, with no copy
+    assert images2 is images and labels2 is labels and loader.stable_batches and torch.equal(first, labels2)
 
 
 def test_autocast_keeps_its_cache_outside_a_capture():
     with precision.autocast("bf16", "cpu") as ctx:
         assert ctx._cache_enabled in (True, None)
+
+
+def test_a_span_whose_every_update_was_skipped_is_refused():
+    from bench.worker.loop import NotTraining, check_training
+    check_training(None, None, 100)  # no loss scaler: bf16, fp32
+    check_training(16384.0, 16384.0, 100)
+    check_training(16384.0, 8192.0, 100)  # one overflow in the span is fp16 training as usual
+    with pytest.raises(NotTraining, match="skipped every update of the 100 measured steps .*fell from 512 to 0"):
+        check_training(512.0, 0.0, 100)
+    with pytest.raises(NotTraining):
+        check_training(2048.0, 2048.0 / 2 ** 147, 147)
+
+
+def test_fused_sgd_starts_from_zeroed_momentum_so_an_overflowed_first_step_harms_nothing():
+    from bench.worker.trainer import make_optimizer
+    torch.manual_seed(0)
+    model = torch.nn.Linear(8, 4)
+    before = [p.detach().clone() for p in model.parameters()]
+    opt = make_optimizer(model.parameters(), "fused")
+    bufs = [opt.state[p]["momentum_buffer"] for p in model.parameters()]
+    assert all(torch.equal(b, torch.zeros_like(b)) for b in bufs)
+    scaler = torch.amp.GradScaler("cpu", init_scale=2.0 ** 16)
+    loss = model(torch.full((2, 8), float("inf"))).sum()  # the first step overflows and is skipped
+    scaler.scale(loss).backward()
+    scaler.step(opt)
+    scaler.update()
+    assert all(torch.equal(a, b) for a, b in zip(before, model.parameters()))
+    assert all(torch.equal(b, torch.zeros_like(b)) for b in bufs) and scaler.get_scale() == 2.0 ** 15
+    # the next, finite step is plain momentum SGD's first: the update is lr x grad
+    opt.zero_grad(set_to_none=True)
+    model(torch.ones(2, 8)).sum().backward()
+    grads = [p.grad.clone() for p in model.parameters()]
+    opt.step()
+    assert all(torch.allclose(p, b - 0.01 * g) for p, b, g in zip(model.parameters(), before, grads))
+    assert "momentum_buffer" not in make_optimizer(torch.nn.Linear(2, 2).parameters(), "default").state.get(0, {})

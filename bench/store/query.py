@@ -14,7 +14,7 @@ from pathlib import Path
 
 from . import tree
 from .record import InvalidRecord, Record, from_dict, from_file
-from .rederive import rederive
+from .rederive import mark_not_training, rederive
 
 __all__ = ["Record", "load", "wrap", "select", "latest", "group", "runs_of", "run_manifests", "latest_status",
            "newest_commit", "by_name_and_gpus", "fastest", "article_setting", "article_cells", "commit_matches"]
@@ -28,7 +28,7 @@ def wrap(d: dict) -> Record:
 def load(paths) -> tuple[list[Record], list[str]]:
     """Every valid record under the given files or folders, and a line for each file skipped. A record
     made under an older definition of images_per_s is re-derived where its raw windows allow
-    (store/rederive.py) and says so (Record.rederived)."""
+    (store/rederive.py) and says so (Record.rederived); one that measured no training is read as failed."""
     files, problems = tree.result_files(paths)
     records, manifests = [], {}
     for f in files:
@@ -41,6 +41,8 @@ def load(paths) -> tuple[list[Record], list[str]]:
             manifest = _manifest(r, manifests)
             if rederive(r.data, manifest.get("noise_floor")):
                 r = from_dict(r.data, r.path)
+        if mark_not_training(r.data):
+            r = from_dict(r.data, r.path)
         records.append(r)
     return records, problems
 

@@ -9,6 +9,9 @@ windows they keep, when they are read (the file is never rewritten).
           so it is re-derived, with its run's noise floor; a real loader refilled its queue in them,
           so its windows overstate it and it stays under its older definition;
   from 1: one process and no per-process windows: nothing to compute from.
+
+A record whose fp16 loss scaler skipped every update of its measured span (stored before the worker
+refused such spans) is read as failed, with that reason: it measured no training.
 """
 from __future__ import annotations
 
@@ -51,3 +54,26 @@ def rederive(d: dict, floor: dict | None) -> bool:
     d["definitions"] = {**d["definitions"], IMAGES: DEFINITIONS[IMAGES]}
     d["rederived_from"] = {IMAGES: version}
     return True
+
+
+def not_training(d: dict) -> str:
+    """Why an ok record measured no training, '' where it did: its loss scaler skipped every update of
+    the measured steps (the facts fp16 records keep since ac0329966039)."""
+    if d.get("status") != "ok":
+        return ""
+    for r in d.get("ranks") or []:
+        skipped, scale = r.get("updates_skipped_in_span"), r.get("loss_scale_span")
+        steps = (r.get("steps_per_window") or 0) * len(r.get("images") or [])
+        if skipped is not None and (isinstance(skipped, str) or (steps and skipped >= steps)):
+            return (f"fp16 loss scaling skipped every update of the {steps} measured steps (the loss scale fell "
+                    f"from {scale[0]:g} to {scale[1]:g}): nothing trained (re-read from the stored facts)")
+    return ""
+
+
+def mark_not_training(d: dict) -> bool:
+    """Turn such a record into a failed one in place (the file is never rewritten); True when it did."""
+    why = not_training(d)
+    if why:
+        d.update(status="error", reason=why, rederived_status="not training")
+    return bool(why)
+

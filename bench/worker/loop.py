@@ -97,6 +97,7 @@ def measure(case: Case, ctx: RankContext) -> dict:
         span = timed_span(trainer, batches, timer, steps, case.repeats, sampler, pause_s)
         mark("span_end")
         scale_after = loss_scale(trainer)
+        check_training(scale_before, scale_after, steps * case.repeats)
         heartbeat.beat("after the windows")
         extra = extra_windows.run(case, ctx, trainer, batches, timer, steps)
         if (case.compile or case.cuda_graph) and not case.loader_only:  # no hook sees a graph's replay
@@ -135,6 +136,20 @@ def scaler_facts(before: float | None, after: float | None) -> dict:
     skipped = round(math.log2(before / after)) if after > 0 else None
     return {"loss_scale_span": [before, after], "updates_skipped_in_span": max(skipped, 0) if skipped is not None
             else "all: the scale fell to 0"}
+
+
+class NotTraining(RuntimeError):
+    """The fp16 loss scaler skipped every update of the measured windows: what ran was no training."""
+
+
+def check_training(before: float | None, after: float | None, span_steps: int) -> None:
+    """Refuse a span in which every optimizer step was skipped for non-finite gradients (a figure of
+    forward and backward with no update is not a training step's)."""
+    skipped = scaler_facts(before, after).get("updates_skipped_in_span")
+    if skipped is None or (isinstance(skipped, int) and skipped < span_steps):
+        return
+    raise NotTraining(f"fp16 loss scaling skipped every update of the {span_steps} measured steps (the loss scale "
+                      f"fell from {before:g} to {after:g}): the gradients were never finite, so nothing trained")
 
 
 def timed_warmup(trainer, batches, ctx: RankContext, steps: int) -> float:

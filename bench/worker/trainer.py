@@ -109,7 +109,21 @@ def step_loss(strategy, precision_label: str, device_type: str):
 def make_optimizer(params, impl: str) -> torch.optim.Optimizer:
     """The articles' SGD with momentum, in the implementation the case names."""
     flags = {"default": {}, "foreach": {"foreach": True}, "fused": {"fused": True}}[impl]
-    return torch.optim.SGD(params, lr=0.01, momentum=0.9, **flags)
+    optimizer = torch.optim.SGD(params, lr=0.01, momentum=0.9, **flags)
+    if impl == "fused":
+        zero_momentum_buffers(optimizer)
+    return optimizer
+
+
+def zero_momentum_buffers(optimizer: torch.optim.SGD) -> None:
+    """Give every parameter a zeroed momentum buffer before the first step, which then computes the
+    same update (0.9 x 0 + grad = grad). Fused SGD otherwise makes the buffers with `empty_like` on its
+    first step and fills them in its kernel, which a step skipped for an fp16 overflow never runs: on
+    one H200 the uninitialised buffers made the weights non-finite, and the loss scaler then skipped
+    every later update (torch 2.11)."""
+    for group in optimizer.param_groups:
+        for p in group["params"]:
+            optimizer.state[p]["momentum_buffer"] = torch.zeros_like(p, memory_format=torch.preserve_format)
 
 
 class LoaderOnly:
