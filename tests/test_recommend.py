@@ -1,6 +1,7 @@
 """`bench recommend`: the search driven by a stand-in of known figures and noise, then the real command on
 the CPU and the recipe it writes, run on its own."""
 import json
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -335,3 +336,28 @@ def test_a_jpeg_recipe_runs_on_a_jpeg_folder(tmp_path, tiny, loader):
     assert float(ran.stdout.split("images/s: ")[1].split()[0]) > 0 and "window 2:" in ran.stdout
     missing = subprocess.run([sys.executable, str(path)], capture_output=True, text=True, timeout=120)
     assert missing.returncode == 2 and "--data" in missing.stderr
+
+
+@pytest.mark.slow
+def test_recommend_with_a_jpeg_folder_on_the_cpu_writes_a_jpeg_recipe_that_runs(tmp_path):
+    from bench.data import generate
+    data = tmp_path / "jpegs"
+    generate.make_dataset(data, 64, 4, seed=1, workers=2, echo=lambda m: None)
+    out = subprocess.run([sys.executable, "-m", "bench", "recommend", "--gpus", "1", "--budget", "60s", "--no-compile",
+                          "--floor-processes", "2", "--final-processes", "0", "--data", str(data),
+                          "--results", str(tmp_path / "r")], cwd=ROOT, capture_output=True, text=True, timeout=600,
+                         env={**__import__("os").environ, "BENCH_SKIP_PEAK": "1"})
+    assert out.returncode == 0, out.stdout + out.stderr
+    (manifest,) = (tmp_path / "r").rglob("runs/*.json")
+    summary = json.loads(manifest.read_text())["recommend"][0]
+    assert summary["fed"] and summary["fed_best_images_per_s"] > 0, out.stdout
+    assert re.search(r"\| loader +\| fed by JPEGs: dali cpu ", out.stdout), out.stdout
+    if summary["best_case"]["strategy"] == "dp":  # a DataParallel answer gets no script
+        assert summary["jpeg_recipe"] is None
+        return
+    script = tmp_path / "r" / summary["jpeg_recipe"]
+    assert script.name == "recipe_1gpu_jpeg.py" and "recipe fed by JPEGs (dali cpu): " in out.stdout
+    ran = subprocess.run([sys.executable, str(script), "--data", str(data), "--warmup", "1", "--steps", "2",
+                          "--windows", "2"], capture_output=True, text=True, timeout=300)
+    assert ran.returncode == 0, ran.stderr[-2000:]
+    assert float(ran.stdout.split("images/s: ")[1].split()[0]) > 0
