@@ -63,9 +63,8 @@ def ddp_cost_rows(records: list[Record]) -> list[list]:
     """Tuned DDP on one GPU against single, per precision (the `ddp-cost` sweep): what DDP costs a rank."""
     rows = []
     for p in sorted({r.case["precision"] for r in records if r.case["name"].startswith("target-ddp-cost-")}):
-        single, tuned = (max((r for r in records if r.ok and r.case["name"] == f"target-ddp-cost-{k}"
-                              and r.case["precision"] == p and r.case["gpus"] == 1),
-                             key=lambda r: r.images_per_s, default=None) for k in ("single", "tuned"))
+        in_p = [r for r in records if r.case["precision"] == p]
+        single, tuned = (_best(in_p, f"target-ddp-cost-{k}", 1) for k in ("single", "tuned"))
         target = f"DDP on 1 GPU against single, {p} + NHWC"
         if not (single and tuned):
             rows.append(_row(target, f">= {DDP_COST_NEEDED_PCT:.0f}%", "-", None, "run the ddp-cost sweep"))

@@ -59,17 +59,14 @@ class Trainer:
     def step(self, batches) -> float:
         """Run one optimizer step; return the seconds spent waiting for input."""
         if self.graphed:
-            before = self.input_wait_clock()
-            images, labels = self.input_probe.fetch(batches)
-            wait = self.input_wait_clock() - before
+            images, labels, wait = self._fetch(batches)
             self.last_loss = self.graphed.run(images, labels)
             return wait
         k = self.case.accumulation_steps
         wait = 0.0
         for i in range(k):
-            before = self.input_wait_clock()
-            images, labels = self.input_probe.fetch(batches)
-            wait += self.input_wait_clock() - before
+            images, labels, waited = self._fetch(batches)
+            wait += waited
             skip_sync = self.force_no_sync or (self.case.accumulation_mode == "no_sync" and i < k - 1)
             with self.strategy.no_sync() if skip_sync else contextlib.nullcontext():
                 loss, self.logits_dtype = self.loss(images, labels)
@@ -80,6 +77,12 @@ class Trainer:
         self.optimizer.zero_grad(set_to_none=True)
         self.last_loss = loss
         return wait
+
+    def _fetch(self, batches):
+        """The next batch and the seconds counted as waiting for it."""
+        before = self.input_wait_clock()
+        images, labels = self.input_probe.fetch(batches)
+        return images, labels, self.input_wait_clock() - before
 
 
 def demand_cuda_graphs() -> None:
