@@ -25,6 +25,9 @@ def add(sub) -> None:
                                                                "compiles for about a minute)")
     rc.add_argument("--final-processes", type=int, default=search.FINAL_PROCESSES, metavar="K",
                     help="fresh processes for each of the best two at the end (default %(default)s)")
+    rc.add_argument("--confirm-processes", type=int, default=search.CONFIRM_PROCESSES, metavar="K",
+                    help="fresh processes for a candidate that looks faster but is within noise, and for the best "
+                         "it is judged against where that has fewer (default %(default)s; 0 = none)")
     rc.add_argument("--floor-processes", type=int, default=3, metavar="N",
                     help="fresh processes of the first starting set-up, whose spread is the run's noise floor "
                          "(default 3; 0 = none)")
@@ -37,6 +40,8 @@ def command(a) -> int:
     budget = parse_budget(a.budget)
     if a.final_processes < 0:
         raise CaseError(f"--final-processes={a.final_processes} must be 0 (none) or more")
+    if a.confirm_processes == 1 or a.confirm_processes < 0:
+        raise CaseError(f"--confirm-processes={a.confirm_processes} must be 0 (none) or 2 or more")
     check_floor_count("--floor-processes", a.floor_processes)
     gpus, base, note = base_for(a.gpus)
     if note:
@@ -46,7 +51,8 @@ def command(a) -> int:
         return recipe.write(case, record, search.describe_case(case), folder)
 
     outcomes, recipes = recommend(Store(a.results), dist_from_args(a), gpus, base, budget, a.data,
-                                  not a.no_compile, a.final_processes, a.floor_processes, write_recipe)
+                                  not a.no_compile, a.final_processes, a.floor_processes, write_recipe,
+                                  confirm_processes=a.confirm_processes)
     print()
     print(recommend_text.render(outcomes, budget, {k: shown(p) for k, p in recipes.items()}))
     # answered at every count (a DataParallel yardstick that won has no script, yet is an answer)

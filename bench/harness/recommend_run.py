@@ -33,7 +33,7 @@ def base_for(gpus: int | None) -> tuple[int, Case, str]:
 
 def recommend(store: Store, dist: DistArgs, gpus: int, base: Case, budget_s: float, data_dir: str,
               with_compile: bool, final_processes: int, floor_processes: int,
-              write_recipe) -> tuple[list[search.Outcome], dict]:
+              write_recipe, confirm_processes: int = search.CONFIRM_PROCESSES) -> tuple[list[search.Outcome], dict]:
     """Search at 1, 2, 4 ... `gpus`, each count with its share of what is left of the budget; every
     candidate is stored; `write_recipe(case, record, folder)` writes a winner's script. Returns the
     outcomes and the scripts written: by GPU count, and by (GPU count, "jpeg") for the winner fed by JPEGs."""
@@ -57,7 +57,7 @@ def recommend(store: Store, dist: DistArgs, gpus: int, base: Case, budget_s: flo
 
         finder = search.Search(measure, budget_s, final_processes=final_processes, stored=reusable,
                                known_times=plan.per_process_times(stored), floor_processes=floor_processes,
-                               on_floor=adopt_floor)
+                               on_floor=adopt_floor, confirm_processes=confirm_processes)
         print(f"recommend: {', '.join(map(str, counts))} {'GPU' if base.device == 'cuda' else 'CPU rank'}(s), budget "
               f"{budget_s / 60:.1f} min, run {run.run_id}; every candidate is stored")
         outcomes, written, folder = [], {}, store.root / run.machine / run.commit / search.SWEEP
@@ -95,7 +95,9 @@ def summary(outcome: search.Outcome, recipe: str | None, jpeg_recipe: str | None
             "fed_best_images_per_s": search.figure(outcome.fed_best.record) if outcome.fed_best else None,
             "jpeg_recipe": jpeg_recipe,
             "candidates": [{"stage": c.stage, "case_id": c.case.case_id, "images_per_s": search.figure(c.record),
-                            "status": c.record["status"], "note": c.note} for c in outcome.candidates if c.record],
+                            "processes": search.processes_of(c.record), "status": c.record["status"], "note": c.note,
+                            **({"screening_images_per_s": search.figure(c.screening)} if c.screening else {})}
+                           for c in outcome.candidates if c.record],
             "not_measured": outcome.skipped, "recipe": recipe,
             "median_process_s": statistics.median([plan.seconds_per_process(c.record) for c in outcome.candidates if c.record])
             if any(c.record for c in outcome.candidates) else None}

@@ -7,6 +7,7 @@ import textwrap
 from tabulate import tabulate
 
 from ..analysis.search import (
+    CONFIRM_SWEEP,
     FINAL_SWEEP,
     SWEEP,
     Outcome,
@@ -56,20 +57,20 @@ def render(outcomes: list[Outcome], budget_s: float, recipes: dict[int, str]) ->
         for c in o.fed:
             share = (f"{100 * figure(c.record) / figure(win):.1f}% of synthetic; {versus(judge(win, c.record))}"
                      if figure(c.record) else "-")
-            rows.append([f"JPEGs: {fed_source(c.case)}" + (" (fed winner)" if c is o.fed_best else ""),
+            rows.append([f"JPEGs: {fed_source(c.case, o.best.case)}" + (" (fed winner)" if c is o.fed_best else ""),
                          _cell(c.record), _noise(c.record), share])
         lines.append("\n" + tabulate(rows, headers=["yardstick", "images/s", "95% interval", "the best against it"],
                                      tablefmt="github", disable_numparse=True))
         if o.gpus in recipes:
             lines.append(f"\nrecipe: {recipes[o.gpus]}")
         if (o.gpus, "jpeg") in recipes:
-            lines.append(f"recipe fed by JPEGs ({fed_source(o.fed_best.case)}): {recipes[(o.gpus, 'jpeg')]}")
+            lines.append(f"recipe fed by JPEGs ({fed_source(o.fed_best.case, o.best.case)}): {recipes[(o.gpus, 'jpeg')]}")
         elif o.best.case.strategy == "dp":
             lines += [""] + textwrap.wrap("recipe: none written (recipes cover single and ddp set-ups); the stored "
                                           f"case {o.best.case.case_id} reproduces it with `bench run`", 110)
         rows = [[c.stage, difference(c.against, c.case) if c.against else describe_case(c.case), _cell(c.record),
                  _noise(c.record), c.note] for c in o.candidates if c.record]
-        rows += [[c.stage, f"fed by JPEGs: {fed_source(c.case)}", _cell(c.record), _noise(c.record), c.note]
+        rows += [[c.stage, f"fed by JPEGs: {fed_source(c.case, o.best.case)}", _cell(c.record), _noise(c.record), c.note]
                  for c in o.fed if c.record]
         lines.append("\n" + tabulate(rows, headers=["stage", "candidate: the change tried", "images/s", "95% interval",
                                                     "against the best then"],
@@ -77,20 +78,23 @@ def render(outcomes: list[Outcome], budget_s: float, recipes: dict[int, str]) ->
         if o.skipped:
             lines += [""] + textwrap.wrap("not measured: " + "; ".join(o.skipped), 110)
         lines.append("")
-    lines.append(f"budget {budget_s / 60:.1f} min; every candidate is stored (sweeps {SWEEP!r} and {FINAL_SWEEP!r})")
+    lines.append(f"budget {budget_s / 60:.1f} min; every candidate is stored (sweeps {SWEEP!r}, {CONFIRM_SWEEP!r} "
+                 f"and {FINAL_SWEEP!r})")
     return "\n".join(lines)
 
 
-def fed_source(case) -> str:
-    """The loader and the knobs it was tried with, in a cell."""
+def fed_source(case, synthetic=None) -> str:
+    """The loader and the knobs it was tried with, in a cell; and the step, where it is not the one of
+    the synthetic winner it feeds."""
+    step = ", eager step" if synthetic is not None and synthetic.cuda_graph and not case.cuda_graph else ""
     if case.loader != "dali":
-        return f"{case.loader} DataLoader"
+        return f"{case.loader} DataLoader{step}"
     knobs = [f"dali {case.dali_device}"]
     if case.hw_decoder_load != -1:
         knobs.append(f"hw share {case.hw_decoder_load:g}")
     if case.dali_prefetch_depth != 2:
         knobs.append(f"queue {case.dali_prefetch_depth}")
-    return ", ".join(knobs)
+    return ", ".join(knobs) + step
 
 
 def _cell(record: dict | None) -> str:
