@@ -22,6 +22,7 @@ ROOT = __import__("pathlib").Path(__file__).resolve().parent.parent
     (["sweep", "amp,everything"], "error: unknown sweep 'amp,everything'; accepted: default, all, or one or more"),
     (["recommend", "--budget", "soon"], "error: --budget='soon' is not a duration; use seconds, or a number with s"),
     (["recommend", "--floor-processes", "1"], "error: --floor-processes=1 must be 0 (none) or >= 2"),
+    (["recommend", "--confirm-processes", "1"], "error: --confirm-processes=1 must be 0 (none) or >= 2"),
 ])
 def test_bad_input_is_one_line_naming_what_is_wrong(argv, needle, capsys, tmp_path):
     assert main(argv + ["--results", str(tmp_path)]) == 2

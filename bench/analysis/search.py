@@ -214,7 +214,7 @@ class Search:
         processes each (sweep recommend-confirm); False where that is off, does not fit or failed."""
         k = self.confirm_processes
         todo = [c for c in (current, cand) if processes_of(c.record) < k]
-        if k < 2 or not todo or self.elapsed() + sum(self.estimate(c.case) * k for c in todo) > self.limit:
+        if k < 2 or not todo or self.elapsed() + self._remeasure_s(todo, k) > self.limit:
             return False
         for c in todo:
             record = self._confirmation(c.case, k)
@@ -246,11 +246,14 @@ class Search:
         close = runner_up(outcome.candidates, current)
         if close is None or not is_close(close.record, current.record):
             return 0.0
-        k = self.final_processes
-        cost = k * sum(self.estimate(c.case) for c in (current, close) if processes_of(c.record) < k)
+        cost = self._remeasure_s([current, close], self.final_processes)
         # finals that no longer fit would leave the time unspent: then candidates get it (seen on one
         # H200: a reservation for two compiled finalists skipped reduce-overhead, then the finals too)
         return cost if self.elapsed() + cost <= self.limit else 0.0
+
+    def _remeasure_s(self, candidates: list[Candidate], k: int) -> float:
+        """Seconds to measure again, in k fresh processes each, those candidates that have fewer."""
+        return k * sum(self.estimate(c.case) for c in candidates if processes_of(c.record) < k)
 
     def within(self, case: Case, processes: int = 1, keep: float = 0.0) -> bool:
         """Whether `processes` of this case, and `keep` seconds after them, fit in this GPU count's share."""
@@ -265,8 +268,7 @@ class Search:
         if not is_close(runner.record, best.record):  # already decided beyond noise
             outcome.versus_runner_up = judge(runner.record, best.record)
             return
-        todo = [c for c in (best, runner) if processes_of(c.record) < k]
-        if k < 1 or self.elapsed() + sum(self.estimate(c.case) * k for c in todo) > self.limit:
+        if k < 1 or self.elapsed() + self._remeasure_s([best, runner], k) > self.limit:
             outcome.skipped.append("the finalists' re-measurement (budget)" if k else "the finalists' re-measurement")
             outcome.versus_runner_up = judge(runner.record, best.record)
             return

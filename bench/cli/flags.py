@@ -97,7 +97,7 @@ def check_processes(a) -> None:
 
 
 def check_floor_count(flag: str, n: int) -> None:
-    """A noise floor is a spread: none, or at least two fresh processes."""
+    """Processes whose spread is a noise (a floor, a confirmation): none, or at least two fresh ones."""
     if n == 1 or n < 0:
         raise CaseError(f"{flag}={n} must be 0 (none) or >= 2")
 

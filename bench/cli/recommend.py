@@ -40,8 +40,7 @@ def command(a) -> int:
     budget = parse_budget(a.budget)
     if a.final_processes < 0:
         raise CaseError(f"--final-processes={a.final_processes} must be 0 (none) or more")
-    if a.confirm_processes == 1 or a.confirm_processes < 0:
-        raise CaseError(f"--confirm-processes={a.confirm_processes} must be 0 (none) or 2 or more")
+    check_floor_count("--confirm-processes", a.confirm_processes)
     check_floor_count("--floor-processes", a.floor_processes)
     gpus, base, note = base_for(a.gpus)
     if note:
