@@ -186,6 +186,28 @@ def test_dali_cpu_pipeline_batches_and_shards(jpegs):
     assert not seen[0] & seen[1] and seen[0] | seen[1] == set(range(48))
 
 
+def test_dali_stream_handoff_delivers_dense_batches_epoch_after_epoch(jpegs):
+    pytest.importorskip("nvidia.dali")
+    from bench.worker.loaders.dali import DaliLoader, StreamHandoff, _pipeline, handoff_used
+    folder = jpeg_folder.scan(jpegs)
+    case = _case(jpegs, loader="dali", dali_device="cpu", channels_last=True)
+    pipe = _pipeline(case, RankContext(), folder.files, list(range(48)), 8, 0.65)
+    handoff = StreamHandoff(pipe, torch.device("cpu"))
+    labels = []
+    for _, out in zip(range(12), handoff):  # two epochs of 48 files, 8 per batch
+        (batch,) = out
+        assert batch["images"].shape == (8, 32, 32, 3) and batch["images"].dtype == torch.float32
+        labels += batch["labels"].reshape(-1).tolist()
+    assert sorted(labels[:48]) == list(range(48)) and sorted(labels[48:]) == list(range(48))
+    assert len(handoff.held) == StreamHandoff.HELD  # the last batches' DALI buffers stay referenced
+    # where there is no CUDA stream the host takes the outputs (DALI's iterator), and the record says so
+    loader = DaliLoader(case, RankContext())
+    assert loader.handoff == "host" and loader.facts()["loader_handoff"] == "host"
+    assert handoff_used(case, torch.device("cuda", 0)) == "stream"
+    assert handoff_used(case.replace(device="cuda", dali_device="mixed", dali_handoff="host"), torch.device("cuda", 0)) == "host"
+    loader.close()
+
+
 def test_dali_missing_is_a_skip_with_the_install_command(jpegs, monkeypatch):
     import builtins
     from bench.worker import loaders

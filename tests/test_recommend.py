@@ -138,7 +138,7 @@ def test_a_gain_within_one_process_noise_is_measured_again_and_kept_when_fresh_p
     assert confirmed[:2] == [(False, "fused", recommend.CONFIRM_SWEEP), (True, "fused", recommend.CONFIRM_SWEEP)]
     keys = [recommend.knobs_key(c) for c, _, sweep in standin.calls if sweep == recommend.CONFIRM_SWEEP]
     assert len(keys) == len(set(keys))
-    assert next(c for c in out.candidates if c.stage == "batch").against == graph.case
+    assert next(c for c in out.candidates if c.stage == "precision").against == graph.case
 
 
 def test_a_best_with_fresh_processes_of_its_own_is_not_measured_again_and_no_budget_no_confirmation():
@@ -182,15 +182,31 @@ def test_the_budget_is_kept_and_what_it_left_out_is_named():
 
 
 def test_time_kept_for_finals_that_cannot_fit_goes_to_the_candidates():
-    # start, two yardsticks, fused (+10%), compile step (+17%) and the CUDA graph (a tie): 300 s of a 400 s
-    # budget; the two compiled finalists would need 2 x (90 + 90) s, more than is left, so batch 384 runs
+    # start, fused (+10%), compile step (+17%) and batch 384 (a tie): 240 s of a 400 s budget; the two
+    # compiled finalists would need 2 x (90 + 90) s, more than is left, so batch 512 runs instead
     standin = StandIn({("optimizer_impl", "fused"): 10.0, ("compile", "default"): 17.0,
                        ("cuda_graph", True): 2.0}, eager_s=30.0, compile_s=90.0)
     out = search(standin, 400.0).run(BASE, 1)
     tried = [(c.stage, c.case.cuda_graph, c.case.batch_size) for c in out.candidates if c.case.compile]
-    assert tried == [("compile", False, 256), ("graph", True, 256), ("batch", False, 384)]
+    assert tried == [("compile", False, 256), ("batch", False, 384), ("batch", False, 512)]
     assert "the finalists' re-measurement (budget)" in out.skipped
     assert standin.now <= 400.0
+
+
+def test_the_batch_grows_while_the_largest_wins_and_shrinks_only_where_none_did():
+    # each larger batch +2% beyond the last (noise +-0.5%): 384, 512, 768 and 1024 are kept in turn, 128 never runs
+    gains = {("batch_size", b): g for b, g in ((384, 2.0), (512, 4.0), (768, 6.0), (1024, 8.0))}
+    out = search(StandIn(gains, noise_pct=0.5)).run(BASE, 1, with_compile=False)
+    batches = [c.case.batch_size for c in out.candidates if c.stage == "batch"]
+    assert batches == [384, 512, 768, 1024] and out.best.case.batch_size == 1024
+    # 512 wins but 768 does not: growth stops there, and no smaller batch is tried
+    out = search(StandIn({("batch_size", 384): 2.0, ("batch_size", 512): 4.0}, noise_pct=0.5)).run(BASE, 1, with_compile=False)
+    assert [c.case.batch_size for c in out.candidates if c.stage == "batch"] == [384, 512, 768]
+    # nothing larger wins: half the start is tried
+    out = search(StandIn({("batch_size", 128): 3.0}, noise_pct=0.5)).run(BASE, 1, with_compile=False)
+    assert [c.case.batch_size for c in out.candidates if c.stage == "batch"] == [384, 512, 128]
+    assert out.best.case.batch_size == 128
+    assert recommend.next_batch(1, 1, [1, 2]) is None  # no half of a batch of one
 
 
 def test_ddp_knobs_are_searched_over_several_gpus():
@@ -274,10 +290,13 @@ def test_the_winner_fed_by_jpegs_is_judged_against_its_synthetic_figure_with_the
                        ("loader", "dali"): -3.0, ("loader", "torch"): -30.0})
     out = search(standin).run(BASE, 1, data_dir="/data", with_compile=False)
     assert [(c.case.loader, c.case.optimizer_impl, c.case.min_window_s) for c in out.fed] == \
-        [("dali", "fused", recipes.LOADER_WINDOW_S)] * 3 + [("torch", "fused", recipes.LOADER_WINDOW_S)]
+        [("dali", "fused", recipes.LOADER_WINDOW_S)] * 2 + [("torch", "fused", recipes.LOADER_WINDOW_S)] + \
+        [("dali", "fused", recipes.LOADER_WINDOW_S)] * 2
     dali = out.fed[0].case
-    assert (dali.dali_device, dali.hw_decoder_load, dali.dali_prefetch_depth) == ("mixed", -1, 2)
-    assert [(c.case.dali_prefetch_depth, c.case.hw_decoder_load) for c in out.fed[1:3]] == [(3, -1), (2, 1.0)]
+    assert (dali.dali_device, dali.hw_decoder_load, dali.dali_prefetch_depth, dali.dali_handoff) == ("mixed", -1, 2, "stream")
+    # the host waiting for each batch, as DALI's own iterator does, is measured beside it
+    assert out.fed[1].case == dali.replace(dali_handoff="host")
+    assert [(c.case.dali_prefetch_depth, c.case.hw_decoder_load) for c in out.fed[3:5]] == [(3, -1), (2, 1.0)]
     assert out.fed_best.case == dali and out.fed[0].note == "where the fed search starts"
     text = recommend_text.render([out], 600, {})
     # each fed figure (one process, +-2%) against the synthetic winner's finals (2 processes, +-1.4%)
@@ -285,22 +304,24 @@ def test_the_winner_fed_by_jpegs_is_judged_against_its_synthetic_figure_with_the
     assert "70.0% of synthetic; -30.0%: slower (+-2.4%)" in text
     assert "| JPEGs: dali mixed (fed winner) " in text and "| JPEGs: torch DataLoader " in text
     assert "| JPEGs: dali mixed, queue 3 " in text and "| JPEGs: dali mixed, hw share 1 " in text
+    assert "| JPEGs: dali mixed, host waits " in text
     assert "| loader    | fed by JPEGs: dali mixed, queue 3 " in text  # each against the best fed then
     assert max(len(ln) for ln in text.splitlines()) <= 120
 
 
 def test_the_fed_search_keeps_a_loader_knob_only_beyond_noise_and_tries_each_loader_from_the_winner():
     standin = StandIn({("optimizer_impl", "fused"): 20.0, ("loader", "dali"): -12.0, ("dali_prefetch_depth", 3): 8.0,
-                       ("hw_decoder_load", 1.0): -5.0, ("loader", "torch"): -40.0})
+                       ("hw_decoder_load", 1.0): -5.0, ("loader", "torch"): -40.0, ("dali_handoff", "host"): -10.0})
     out = search(standin).run(BASE, 1, data_dir="/data", with_compile=False)
     best = out.fed_best.case
-    assert (best.loader, best.dali_prefetch_depth, best.hw_decoder_load) == ("dali", 3, -1)
-    assert out.fed[1].note.startswith("kept, +8.0%: faster")
-    # the decoder's share was tried on top of the deeper queue, the torch DataLoader from the synthetic winner
-    assert out.fed[2].against == out.fed[1].case and out.fed[2].case.dali_prefetch_depth == 3
-    torch_fed = out.fed[3].case
+    assert (best.loader, best.dali_prefetch_depth, best.hw_decoder_load, best.dali_handoff) == ("dali", 3, -1, "stream")
+    assert out.fed[1].case.dali_handoff == "host" and out.fed[1].note.startswith("-10.0%: slower")
+    torch_fed = out.fed[2].case
     assert torch_fed.loader == "torch" and torch_fed.num_workers == -1 and torch_fed.dali_prefetch_depth == 2
-    assert out.fed[3].against == out.best.case
+    assert out.fed[2].against == out.best.case  # another loader starts from the synthetic winner
+    assert out.fed[3].note.startswith("kept, +8.0%: faster") and out.fed[3].against == out.fed[0].case
+    # the decoder's share was tried on top of the deeper queue
+    assert out.fed[4].against == out.fed[3].case and out.fed[4].case.dali_prefetch_depth == 3
 
 
 def test_a_winner_captured_as_a_cuda_graph_is_also_fed_with_an_eager_step():
@@ -361,6 +382,7 @@ def test_the_jpeg_recipe_names_its_loader_and_writes_the_share_that_ran(tmp_path
     text = path.read_text()
     assert path.name == "recipe_1gpu_jpeg.py" and "python recipe_1gpu_jpeg.py --data DIR" in text
     assert "'hw_decoder_load': 0.99," in text and "'dali_prefetch_depth': 3," in text and "'cuda_graph': True," in text
+    assert "'dali_handoff': 'stream'," in text and "outs = p.run(stream)" in text  # batches handed to the stream
     assert "through NVIDIA DALI" in text and "num_workers" not in text and "/jpegs" not in text  # no path of ours
     assert 'default=10, help="timed windows"' in text
     compile(text, str(path), "exec")

@@ -35,7 +35,7 @@ from .search_records import (  # noqa: F401 (the search's API)
     versus,
     winner_record,
 )
-from .search_space import LOADER_BUDGET_SHARE, SWEEP, loader_changes, stages, start_case  # noqa: F401 (the search's API)
+from .search_space import LOADER_BUDGET_SHARE, SWEEP, loader_changes, next_batch, stages, start_case  # noqa: F401 (the search's API)
 
 FINAL_SWEEP = "recommend-final"
 FINAL_PROCESSES = 2
@@ -118,6 +118,9 @@ class Search:
             outcome.seconds = self.elapsed() - began
             return outcome
         for stage, changes in stages(start, with_compile):
+            if callable(changes):
+                current = self._walk_batches(outcome, current, stage, changes)
+                continue
             for change in changes:
                 cand = self._candidate(outcome, current, stage, change)
                 if cand is not None:
@@ -150,6 +153,16 @@ class Search:
         cand = Candidate(stage, case, self.measure(case), against=origin.case)
         (outcome.fed if fed else outcome.candidates).append(cand)
         return cand
+
+    def _walk_batches(self, outcome: Outcome, current: Candidate, stage: str, pick) -> Candidate:
+        """Batch sizes one at a time, each next one picked by `pick(start, best, tried)` from what won so far."""
+        start, tried = current.case.batch_size, []
+        while (b := pick(start, current.case.batch_size, tried)) is not None:
+            tried.append(b)
+            cand = self._candidate(outcome, current, stage, dict(batch_size=b))
+            if cand is not None:
+                current = self._choose(current, cand)
+        return current
 
     def _fed(self, outcome: Outcome, data_dir: str) -> None:
         """The winner fed by JPEGs, searched like the rest: another loader starts from the synthetic

@@ -13,21 +13,22 @@ def start_case(base: Case, gpus: int) -> Case:
     return recipes.best(base, gpus).replace(name=f"{SWEEP}-start")
 
 
-def stages(start: Case, with_compile: bool = True) -> list[tuple[str, list[dict]]]:
-    """The knobs searched, each entry one change to the current best: the cheap eager one, compilation
-    (on one H200 compiled forward + loss ran 6,592 images/s against 5,819 eager, default SGD), the whole
-    step as one CUDA graph, the batch, then the other compile scope, precision and DDP's own knobs, so a
-    short budget reaches the likeliest gains first. `reduce-overhead` is left out: its CUDA graphs hold
-    forward and backward only, and `cuda_graph` captures the optimizer and the loss scaler too."""
+def stages(start: Case, with_compile: bool = True) -> list[tuple[str, list[dict] | object]]:
+    """The knobs searched, each entry one change to the current best (or, for the batch, `next_batch`,
+    which picks each next size from what won so far): the cheap eager one, compilation (on one H200
+    compiled forward + loss ran 6,592 images/s against 5,819 eager, default SGD), the batch (there 7,111
+    at 256, 7,248 at 384, 7,473 at 512), the whole step as one CUDA graph on the batch that won, then
+    the other compile scope, precision and DDP's own knobs, so a short budget reaches the likeliest
+    gains first. `reduce-overhead` is left out: its CUDA graphs hold forward and backward only, and
+    `cuda_graph` captures the optimizer and the loss scaler too."""
     out = [("optimizer", [dict(optimizer_impl="fused")])]
     # DDP's static graph and a compiled model do not mix (pytorch/pytorch#93672)
     unstatic = {"static_graph": False} if start.strategy == "ddp" else {}
     if with_compile:
         out.append(("compile", [dict(compile="default", compile_scope="step", **unstatic)]))
+    out.append(("batch", next_batch))
     if start.device == "cuda" and start.strategy == "single":
         out.append(("graph", [dict(cuda_graph=True, optimizer_impl="fused")]))
-    b = start.batch_size
-    out.append(("batch", [dict(batch_size=b * 3 // 2), dict(batch_size=b * 2), dict(batch_size=b // 2)]))
     if with_compile:  # the other scope, after the changes that paid more
         out.append(("compile", [dict(compile="default", compile_scope="model", **unstatic)]))
     precisions = ("fp16", "bf16") if start.device == "cuda" else ("bf16", "fp32")
@@ -38,21 +39,38 @@ def stages(start: Case, with_compile: bool = True) -> list[tuple[str, list[dict]
     return out
 
 
+def next_batch(start: int, best: int, tried: list[int]) -> int | None:
+    """The next per-GPU batch to try, or None: 1.5x and 2x the start; while the largest tried is the
+    best, 3x and then 4x (a larger batch keeps paying on a large GPU until the memory or the kernels'
+    shapes stop it); half the start only where no larger batch won."""
+    for b in (start * 3 // 2, start * 2):
+        if b not in tried:
+            return b
+    if best == max(tried):
+        for b in (start * 3, start * 4):
+            if b not in tried:
+                return b
+    if best == start and start // 2 >= 1 and start // 2 not in tried:
+        return start // 2
+    return None
+
+
 LOADER_BUDGET_SHARE = 0.35
 """With a data folder, the part of a GPU count's budget kept for the winner fed by JPEGs."""
 
 
 def loader_changes(best: Case, data_dir: str) -> list[tuple[str, dict]]:
     """The winner fed by JPEGs, as (stage, change): DALI first (decoding on the GPU where there is one,
-    with its hardware decoder's share chosen for the GPU and this machine's cores), then its queue depth
-    and decoder share one at a time, an eager step where the winner captured it as a CUDA graph, then
-    the torch DataLoader; each over windows long enough for a loader's rounds."""
+    with its hardware decoder's share chosen for the GPU and this machine's cores, its batches handed
+    to the training stream), then the host waiting for each batch as DALI's own iterator does, an eager
+    step where the winner captured it as a CUDA graph, the torch DataLoader, and DALI's queue depth and
+    decoder share one at a time; each over windows long enough for a loader's rounds."""
     gpu = best.device == "cuda"
     window = recipes.loader_windows(best)
     dali = dict(loader="dali", data_dir=data_dir, dali_device="mixed" if gpu else "cpu", dali_threads=AUTO, **window)
-    out = [("loader", dali), ("loader", dict(dali, dali_prefetch_depth=3))]
+    out = [("loader", dali)]
     if gpu:
-        out.append(("loader", dict(dali, hw_decoder_load=1.0)))
+        out.append(("loader", dict(dali, dali_handoff="host")))
     if best.cuda_graph:
         # a captured step runs its kernels back to back, leaving DALI's resize and normalisation on the
         # same GPU no gap to run in (on one H200 DALI-fed graph cases sat 21-23% idle for input,
@@ -60,4 +78,7 @@ def loader_changes(best: Case, data_dir: str) -> list[tuple[str, dict]]:
         out.append(("loader", dict(dali, cuda_graph=False)))
     out.append(("loader", dict(loader="torch", data_dir=data_dir, num_workers=AUTO, pin_memory=gpu, non_blocking=gpu,
                                persistent_workers=True, **window)))
+    out.append(("loader", dict(dali, dali_prefetch_depth=3)))
+    if gpu:
+        out.append(("loader", dict(dali, hw_decoder_load=1.0)))
     return out

@@ -18,6 +18,7 @@ PRECISIONS = ("fp32", "tf32", "bf16", "fp16")
 LOADERS = ("synthetic", "torch", "dali")
 DEVICES = ("cuda", "cpu")
 DALI_DEVICES = ("mixed", "cpu")
+DALI_HANDOFFS = ("stream", "host")
 ACCUMULATION_MODES = ("article", "no_sync")
 DP_DEVICE_SELECTIONS = ("default", "free_memory")
 FAULTS = ("", "oom", "crash", "hang")
@@ -101,6 +102,11 @@ class Case:
     default of 4 halves the mixed decoder's ceiling on a 16-core H200 host)."""
     dali_prefetch_depth: int = 2
     """DALI: batches the pipeline prepares ahead of the one being trained on (its queue depth)."""
+    dali_handoff: str = "stream"
+    """DALI on a GPU: how a batch reaches the step. `stream`: its outputs are bound to the training
+    stream, which waits for DALI's work on the GPU, so the host queues the step at once; `host`: the
+    host first waits until DALI's GPU work for the batch has finished (DALI's PyTorch iterator), and
+    the training stream can run dry meanwhile."""
 
     # --- DataParallel (the second article's knobs) -------------------------------------------
     dp_device_selection: str = "default"
@@ -218,6 +224,7 @@ def validate(c: Case) -> None:
     _one_of("loader", c.loader, LOADERS)
     _one_of("device", c.device, DEVICES)
     _one_of("dali_device", c.dali_device, DALI_DEVICES)
+    _one_of("dali_handoff", c.dali_handoff, DALI_HANDOFFS)
     _one_of("accumulation_mode", c.accumulation_mode, ACCUMULATION_MODES)
     _one_of("dp_device_selection", c.dp_device_selection, DP_DEVICE_SELECTIONS)
     _one_of("fault", c.fault, FAULTS)

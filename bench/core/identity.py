@@ -22,7 +22,7 @@ ID_DEFAULTS = {
     "gradient_as_bucket_view": False, "static_graph": False, "broadcast_buffers": True, "accumulation_steps": 1,
     "accumulation_mode": "article", "nccl_env": [], "warmup_steps": 10, "steps": 30, "min_window_s": 0.0,
     "repeats": 3, "timeout_s": 900.0, "seed": 0, "overhead_check": False, "fault": "", "fault_rank": 0,
-    "cuda_graph": False, "dali_prefetch_depth": 2,
+    "cuda_graph": False, "dali_prefetch_depth": 2, "dali_handoff": "host",
 }
 """Each field's value when ids were fixed, frozen: a field set to it is left out of the id. A new
 field is added here with its default (a stored case predates it and ran that way); a Case default
@@ -54,8 +54,9 @@ def idle_rules(c: dict) -> list[tuple[tuple[str, ...], str]]:
          c["loader"] != "torch", "torch DataLoader knobs need loader='torch'"),
         (("prefetch_factor",), c["num_workers"] == 0, "prefetch_factor needs num_workers >= 1"),
         (("pin_memory", "non_blocking"), c["device"] != "cuda", "host-to-GPU copy knobs need device='cuda'"),
-        (("dali_device", "hw_decoder_load", "dali_threads", "dali_prefetch_depth"), c["loader"] != "dali",
+        (("dali_device", "hw_decoder_load", "dali_threads", "dali_prefetch_depth", "dali_handoff"), c["loader"] != "dali",
          "DALI knobs need loader='dali'"),
+        (("dali_handoff",), c["device"] != "cuda", "handing DALI's batches to a CUDA stream needs device='cuda'"),
         (("hw_decoder_load",), c["dali_device"] != "mixed", "the hardware decoder is used by dali_device='mixed' only"),
         (("accumulation_mode",), c["accumulation_steps"] == 1, "accumulation_mode needs accumulation_steps > 1"),
         (("compile_scope",), not c["compile"], "compile_scope needs compile"),

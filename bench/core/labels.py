@@ -38,7 +38,11 @@ def _dali(case: dict) -> str:
         load = case.get("hw_decoder_load", 0.65)
         text += "/hw-auto" if load == -1 else f"/hw{load:g}"
     depth = case.get("dali_prefetch_depth", 2)
-    return text + (f"/queue{depth}" if depth != 2 else "")
+    text += f"/queue{depth}" if depth != 2 else ""
+    # a GPU case stored before the hand-over was a knob ran DALI's iterator, which waits on the host
+    if case["device"] == "cuda" and case.get("dali_handoff", "host") == "host":
+        text += "/host-wait"
+    return text
 
 
 def _threads(n: int) -> str:

@@ -16,7 +16,7 @@ from . import recipe_script
 RECIPE_KNOBS = ("model", "num_classes", "image_size", "device", "gpus", "strategy", "batch_size", "precision",
                 "channels_last", "cudnn_benchmark", "compile", "compile_scope", "optimizer_impl", "cuda_graph",
                 "bucket_cap_mb", "gradient_as_bucket_view", "static_graph", "broadcast_buffers", "seed")
-LOADER_KNOBS = {"dali": ("dali_device", "hw_decoder_load", "dali_threads", "dali_prefetch_depth"),
+LOADER_KNOBS = {"dali": ("dali_device", "hw_decoder_load", "dali_threads", "dali_prefetch_depth", "dali_handoff"),
                 "torch": ("num_workers", "pin_memory", "non_blocking", "persistent_workers", "prefetch_factor")}
 BLOCKS = {"synthetic": recipe_script.SYNTHETIC, "dali": recipe_script.DALI, "torch": recipe_script.TORCH}
 

@@ -97,6 +97,24 @@ def batches(device, rank, world, root):
 
     p = pipe()
     p.build()
+    if on_gpu and S["dali_handoff"] == "stream":
+        # the outputs bound to the training stream, which waits for DALI on the GPU: the host queues the
+        # step at once instead of sleeping until DALI's work for the batch is done
+        from nvidia.dali.plugin.pytorch import feed_ndarray, to_torch_type
+        held = []  # the last batches' DALI buffers stay referenced while their copies are queued
+        while True:
+            stream = torch.cuda.current_stream(device)
+            outs = p.run(stream)
+            batch = []
+            for t in outs:
+                t = t.as_tensor()
+                batch.append(feed_ndarray(t, torch.empty(t.shape(), dtype=to_torch_type[t.dtype], device=device),
+                                          cuda_stream=stream))
+            images, target = batch
+            held = (held + [outs])[-2:]
+            if S["channels_last"]:
+                images = images.permute(0, 3, 1, 2)  # NHWC in memory, NCHW to the model: channels_last
+            yield images, target.reshape(-1).long()
     it = DALIGenericIterator([p], ["images", "labels"], reader_name="Reader",
                              last_batch_policy=LastBatchPolicy.DROP, auto_reset=True)
     while True:
