@@ -32,7 +32,7 @@ def test_bad_choice_names_field_and_accepted_values(changes, field, accepted):
     ({"hw_decoder_load": -0.5}, "hw_decoder_load=-0.5 must be >= 0.0"),
     ({"loader": "dali", "data_dir": "/d", "dali_prefetch_depth": 0}, "dali_prefetch_depth=0 must be >= 1"),
     ({"loader": "dali", "data_dir": "/d", "dali_handoff": "event"},
-     "dali_handoff='event' is not accepted; use one of: stream, host"),
+     "dali_handoff='event' is not accepted; use one of: host, stream"),
     ({"cuda_graph": True, "device": "cpu", "optimizer_impl": "fused"}, "cuda_graph=true captures the step as a CUDA "
                                                                         "graph and needs device='cuda'"),
     ({"cuda_graph": True, "strategy": "ddp", "optimizer_impl": "fused"}, "cuda_graph=true is measured with "
@@ -104,9 +104,9 @@ def test_json_round_trip_and_unknown_fields():
      "the hardware decoder is used by dali_device='mixed' only"),
     ({"dali_threads": 8}, "DALI knobs need loader='dali'"),
     ({"dali_prefetch_depth": 3}, "DALI knobs need loader='dali'"),
-    ({"dali_handoff": "host"}, "DALI knobs need loader='dali'"),
-    ({"loader": "dali", "data_dir": "/d", "device": "cpu", "dali_device": "cpu", "dali_handoff": "host"},
-     "handing DALI's batches to a CUDA stream needs device='cuda'"),
+    ({"dali_handoff": "stream"}, "DALI knobs need loader='dali'"),
+    ({"loader": "dali", "data_dir": "/d", "device": "cpu", "dali_device": "cpu", "dali_handoff": "stream"},
+     "DALI's hand-over to a CUDA stream needs device='cuda'"),
     ({"accumulation_mode": "no_sync"}, "accumulation_mode needs accumulation_steps > 1"),
     ({"loader": "dali", "data_dir": "/d", "loader_only": True, "precision": "bf16"}, "loader_only=true runs no model"),
     ({"loader": "torch", "data_dir": "/d", "loader_only": True, "compile": "default"}, "loader_only=true runs no model"),
@@ -122,7 +122,8 @@ def test_idle_knobs_are_refused_with_one_line(changes, needle):
 def test_knobs_that_act_are_accepted():
     Case(strategy="ddp", gpus=2, bucket_cap_mb=50.0, static_graph=True, nccl_env=(("NCCL_IB_DISABLE", "1"),))
     Case(loader="torch", data_dir="/d", num_workers=-1, persistent_workers=True, pin_memory=True, prefetch_factor=4)
-    Case(loader="dali", data_dir="/d", dali_threads=12, hw_decoder_load=1.0, dali_prefetch_depth=3, dali_handoff="host")
+    Case(loader="dali", data_dir="/d", dali_threads=12, hw_decoder_load=1.0, dali_prefetch_depth=3,
+         dali_handoff="stream")
     Case(cuda_graph=True, optimizer_impl="fused", compile="default", precision="fp16")
     Case(loader="dali", data_dir="/d", loader_only=True, channels_last=True)  # the layout the loader delivers
     with pytest.raises(CaseError, match="dali_threads=0 must be -1"):

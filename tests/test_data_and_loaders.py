@@ -203,8 +203,9 @@ def test_dali_stream_handoff_delivers_dense_batches_epoch_after_epoch(jpegs):
     # where there is no CUDA stream the host takes the outputs (DALI's iterator), and the record says so
     loader = DaliLoader(case, RankContext())
     assert loader.handoff == "host" and loader.facts()["loader_handoff"] == "host"
-    assert handoff_used(case, torch.device("cuda", 0)) == "stream"
-    assert handoff_used(case.replace(device="cuda", dali_device="mixed", dali_handoff="host"), torch.device("cuda", 0)) == "host"
+    gpu = case.replace(device="cuda", dali_device="mixed")
+    assert handoff_used(gpu, torch.device("cuda", 0)) == "host"
+    assert handoff_used(gpu.replace(dali_handoff="stream"), torch.device("cuda", 0)) == "stream"
     loader.close()
 
 

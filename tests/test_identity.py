@@ -16,10 +16,9 @@ GOLDEN_IDS = {  # fixed: a change to the id rule or to a recipe that moves one o
     "amp fp16 cl": "amp-fp16-resnet50-single-g1-bs256-fp16-cl-synthetic-224px-cuda-af5699b0",
     "seed-baseline g2": "seed-baseline-resnet50-dp-g2-bs256-fp32-synthetic-224px-cuda-a827bcf6",
     "seed-optimized g4": "seed-optimized-resnet50-dp-g4-bs256-fp16-synthetic-224px-cuda-1b90ddf1",
-    # the hardware decoder's share became chosen per GPU (-1) after 3ea29e9, and DALI's batches are handed
-    # to the training stream after 7a1e178: that id is new; the cases as they ran before keep theirs
-    # (test_the_old_dali_defaults_keep_their_ids)
-    "loader-dali-mixed g1": "loader-dali-mixed-resnet50-ddp-g1-bs256-bf16-cl-dali-mixed-224px-cuda-47f4f8c7",
+    # the hardware decoder's share became chosen per GPU (-1) after 3ea29e9: that id is new; the case at
+    # the old 0.65 keeps the old one (test_the_old_dali_default_keeps_its_id)
+    "loader-dali-mixed g1": "loader-dali-mixed-resnet50-ddp-g1-bs256-bf16-cl-dali-mixed-224px-cuda-add70b46",
     "loader-torch-only g2": "loader-torch-only-resnet50-ddp-g2-bs256-fp32-cl-torch-loader-only-224px-cuda-49c2fa4f",
     "ddp accumulate no_sync": "ddp-accumulate-no_sync-resnet50-ddp-g2-bs256-bf16-cl-synthetic-acc8-no_sync-224px-cuda-8055bfa5",
     "cpu tiny": "custom-resnet18-single-g1-bs4-fp32-synthetic-32px-cpu-a4994e7b",
@@ -41,17 +40,19 @@ def test_golden_case_ids():
     assert {k: c.case_id for k, c in _golden_cases().items()} == GOLDEN_IDS
 
 
-def test_the_old_dali_defaults_keep_their_ids():
+def test_the_old_dali_default_keeps_its_id():
     fed = _golden_cases()["loader-dali-mixed g1"]
-    assert fed.hw_decoder_load == -1 and fed.dali_handoff == "stream"
-    assert fed.replace(hw_decoder_load=0.65, dali_handoff="host").case_id.endswith("-2e5bf95f")
-    assert fed.replace(dali_handoff="host").case_id.endswith("-add70b46")
-    # a record stored before the hand-over was a knob ran DALI's iterator: read as `host`, its id unchanged
+    assert fed.hw_decoder_load == -1
+    assert fed.replace(hw_decoder_load=0.65).case_id.endswith("-2e5bf95f")
+
+
+def test_dali_hand_over_to_the_stream_is_a_knob_of_its_own():
+    fed = _golden_cases()["loader-dali-mixed g1"]
+    # a record stored before the knob ran DALI's iterator, the default: its id is unchanged
     stored = {k: v for k, v in fed.to_dict().items() if k != "dali_handoff"}
-    assert identity.case_id(stored).endswith("-add70b46")
-    # on the CPU there is no stream to hand over to: the knob is idle there, and its ids never moved
-    cpu = fed.replace(device="cpu", dali_device="cpu", precision="fp32")
-    assert cpu.dali_handoff == "stream" and identity.case_id({**cpu.to_dict(), "dali_handoff": "host"}) == cpu.case_id
+    assert fed.dali_handoff == "host" and identity.case_id(stored) == fed.case_id
+    streamed = fed.replace(dali_handoff="stream")
+    assert streamed.case_id != fed.case_id and identity.differing_fields(fed, streamed) == {"dali_handoff"}
 
 
 def test_every_case_field_has_its_id_default():

@@ -200,7 +200,8 @@ def test_the_batch_grows_while_the_largest_wins_and_shrinks_only_where_none_did(
     batches = [c.case.batch_size for c in out.candidates if c.stage == "batch"]
     assert batches == [384, 512, 768, 1024] and out.best.case.batch_size == 1024
     # 512 wins but 768 does not: growth stops there, and no smaller batch is tried
-    out = search(StandIn({("batch_size", 384): 2.0, ("batch_size", 512): 4.0}, noise_pct=0.5)).run(BASE, 1, with_compile=False)
+    standin = StandIn({("batch_size", 384): 2.0, ("batch_size", 512): 4.0}, noise_pct=0.5)
+    out = search(standin).run(BASE, 1, with_compile=False)
     assert [c.case.batch_size for c in out.candidates if c.stage == "batch"] == [384, 512, 768]
     # nothing larger wins: half the start is tried
     out = search(StandIn({("batch_size", 128): 3.0}, noise_pct=0.5)).run(BASE, 1, with_compile=False)
@@ -290,12 +291,13 @@ def test_the_winner_fed_by_jpegs_is_judged_against_its_synthetic_figure_with_the
                        ("loader", "dali"): -3.0, ("loader", "torch"): -30.0})
     out = search(standin).run(BASE, 1, data_dir="/data", with_compile=False)
     assert [(c.case.loader, c.case.optimizer_impl, c.case.min_window_s) for c in out.fed] == \
-        [("dali", "fused", recipes.LOADER_WINDOW_S)] * 2 + [("torch", "fused", recipes.LOADER_WINDOW_S)] + \
-        [("dali", "fused", recipes.LOADER_WINDOW_S)] * 2
+        [("dali", "fused", recipes.LOADER_WINDOW_S), ("torch", "fused", recipes.LOADER_WINDOW_S)] + \
+        [("dali", "fused", recipes.LOADER_WINDOW_S)] * 3
     dali = out.fed[0].case
-    assert (dali.dali_device, dali.hw_decoder_load, dali.dali_prefetch_depth, dali.dali_handoff) == ("mixed", -1, 2, "stream")
-    # the host waiting for each batch, as DALI's own iterator does, is measured beside it
-    assert out.fed[1].case == dali.replace(dali_handoff="host")
+    assert (dali.dali_device, dali.hw_decoder_load, dali.dali_prefetch_depth) == ("mixed", -1, 2)
+    assert dali.dali_handoff == "host"
+    # DALI's batches handed to the training stream, its queue and its decoder share, one at a time
+    assert out.fed[2].case == dali.replace(dali_handoff="stream")
     assert [(c.case.dali_prefetch_depth, c.case.hw_decoder_load) for c in out.fed[3:5]] == [(3, -1), (2, 1.0)]
     assert out.fed_best.case == dali and out.fed[0].note == "where the fed search starts"
     text = recommend_text.render([out], 600, {})
@@ -304,21 +306,21 @@ def test_the_winner_fed_by_jpegs_is_judged_against_its_synthetic_figure_with_the
     assert "70.0% of synthetic; -30.0%: slower (+-2.4%)" in text
     assert "| JPEGs: dali mixed (fed winner) " in text and "| JPEGs: torch DataLoader " in text
     assert "| JPEGs: dali mixed, queue 3 " in text and "| JPEGs: dali mixed, hw share 1 " in text
-    assert "| JPEGs: dali mixed, host waits " in text
+    assert "| JPEGs: dali mixed, to the stream " in text
     assert "| loader    | fed by JPEGs: dali mixed, queue 3 " in text  # each against the best fed then
     assert max(len(ln) for ln in text.splitlines()) <= 120
 
 
 def test_the_fed_search_keeps_a_loader_knob_only_beyond_noise_and_tries_each_loader_from_the_winner():
     standin = StandIn({("optimizer_impl", "fused"): 20.0, ("loader", "dali"): -12.0, ("dali_prefetch_depth", 3): 8.0,
-                       ("hw_decoder_load", 1.0): -5.0, ("loader", "torch"): -40.0, ("dali_handoff", "host"): -10.0})
+                       ("hw_decoder_load", 1.0): -5.0, ("loader", "torch"): -40.0, ("dali_handoff", "stream"): -10.0})
     out = search(standin).run(BASE, 1, data_dir="/data", with_compile=False)
     best = out.fed_best.case
-    assert (best.loader, best.dali_prefetch_depth, best.hw_decoder_load, best.dali_handoff) == ("dali", 3, -1, "stream")
-    assert out.fed[1].case.dali_handoff == "host" and out.fed[1].note.startswith("-10.0%: slower")
-    torch_fed = out.fed[2].case
+    assert (best.loader, best.dali_prefetch_depth, best.hw_decoder_load, best.dali_handoff) == ("dali", 3, -1, "host")
+    torch_fed = out.fed[1].case
     assert torch_fed.loader == "torch" and torch_fed.num_workers == -1 and torch_fed.dali_prefetch_depth == 2
-    assert out.fed[2].against == out.best.case  # another loader starts from the synthetic winner
+    assert out.fed[1].against == out.best.case  # another loader starts from the synthetic winner
+    assert out.fed[2].case.dali_handoff == "stream" and out.fed[2].note.startswith("-10.0%: slower")
     assert out.fed[3].note.startswith("kept, +8.0%: faster") and out.fed[3].against == out.fed[0].case
     # the decoder's share was tried on top of the deeper queue
     assert out.fed[4].against == out.fed[3].case and out.fed[4].case.dali_prefetch_depth == 3
@@ -377,7 +379,8 @@ def _fed_record(share=None):
 
 def test_the_jpeg_recipe_names_its_loader_and_writes_the_share_that_ran(tmp_path):
     case = BASE.replace(precision="fp16", channels_last=True, optimizer_impl="fused", cuda_graph=True,
-                        compile="default", loader="dali", data_dir="/jpegs", dali_prefetch_depth=3, repeats=10)
+                        compile="default", loader="dali", data_dir="/jpegs", dali_prefetch_depth=3, repeats=10,
+                        dali_handoff="stream")
     path = recipe.write(case, _fed_record(0.99), "single, fp16", tmp_path)
     text = path.read_text()
     assert path.name == "recipe_1gpu_jpeg.py" and "python recipe_1gpu_jpeg.py --data DIR" in text
@@ -386,8 +389,8 @@ def test_the_jpeg_recipe_names_its_loader_and_writes_the_share_that_ran(tmp_path
     assert "through NVIDIA DALI" in text and "num_workers" not in text and "/jpegs" not in text  # no path of ours
     assert 'default=10, help="timed windows"' in text
     compile(text, str(path), "exec")
-    synthetic = recipe.write(case.replace(loader="synthetic", data_dir="", dali_prefetch_depth=2), _fed_record(),
-                             "single, fp16", tmp_path)
+    synthetic = recipe.write(case.replace(loader="synthetic", data_dir="", dali_prefetch_depth=2, dali_handoff="host"),
+                             _fed_record(), "single, fp16", tmp_path)
     assert synthetic.name == "recipe_1gpu.py" and "--data" not in synthetic.read_text().split("import argparse")[0]
     assert "hw_decoder_load" not in synthetic.read_text()
     compile(synthetic.read_text(), str(synthetic), "exec")

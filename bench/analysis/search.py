@@ -35,7 +35,14 @@ from .search_records import (  # noqa: F401 (the search's API)
     versus,
     winner_record,
 )
-from .search_space import LOADER_BUDGET_SHARE, SWEEP, loader_changes, next_batch, stages, start_case  # noqa: F401 (the search's API)
+from .search_space import (  # noqa: F401 (the search's API)
+    LOADER_BUDGET_SHARE,
+    SWEEP,
+    loader_changes,
+    next_batch,
+    stages,
+    start_case,
+)
 
 FINAL_SWEEP = "recommend-final"
 FINAL_PROCESSES = 2

@@ -61,16 +61,14 @@ LOADER_BUDGET_SHARE = 0.35
 
 def loader_changes(best: Case, data_dir: str) -> list[tuple[str, dict]]:
     """The winner fed by JPEGs, as (stage, change): DALI first (decoding on the GPU where there is one,
-    with its hardware decoder's share chosen for the GPU and this machine's cores, its batches handed
-    to the training stream), then the host waiting for each batch as DALI's own iterator does, an eager
-    step where the winner captured it as a CUDA graph, the torch DataLoader, and DALI's queue depth and
-    decoder share one at a time; each over windows long enough for a loader's rounds."""
+    with its hardware decoder's share chosen for the GPU and this machine's cores), an eager step where
+    the winner captured it as a CUDA graph, the torch DataLoader, then DALI's batches handed to the
+    training stream, its queue depth and its decoder share one at a time; each over windows long
+    enough for a loader's rounds."""
     gpu = best.device == "cuda"
     window = recipes.loader_windows(best)
     dali = dict(loader="dali", data_dir=data_dir, dali_device="mixed" if gpu else "cpu", dali_threads=AUTO, **window)
     out = [("loader", dali)]
-    if gpu:
-        out.append(("loader", dict(dali, dali_handoff="host")))
     if best.cuda_graph:
         # a captured step runs its kernels back to back, leaving DALI's resize and normalisation on the
         # same GPU no gap to run in (on one H200 DALI-fed graph cases sat 21-23% idle for input,
@@ -78,6 +76,8 @@ def loader_changes(best: Case, data_dir: str) -> list[tuple[str, dict]]:
         out.append(("loader", dict(dali, cuda_graph=False)))
     out.append(("loader", dict(loader="torch", data_dir=data_dir, num_workers=AUTO, pin_memory=gpu, non_blocking=gpu,
                                persistent_workers=True, **window)))
+    if gpu:
+        out.append(("loader", dict(dali, dali_handoff="stream")))
     out.append(("loader", dict(dali, dali_prefetch_depth=3)))
     if gpu:
         out.append(("loader", dict(dali, hw_decoder_load=1.0)))

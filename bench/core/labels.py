@@ -39,9 +39,8 @@ def _dali(case: dict) -> str:
         text += "/hw-auto" if load == -1 else f"/hw{load:g}"
     depth = case.get("dali_prefetch_depth", 2)
     text += f"/queue{depth}" if depth != 2 else ""
-    # a GPU case stored before the hand-over was a knob ran DALI's iterator, which waits on the host
-    if case["device"] == "cuda" and case.get("dali_handoff", "host") == "host":
-        text += "/host-wait"
+    if case["device"] == "cuda" and case.get("dali_handoff", "host") == "stream":
+        text += "/to-stream"
     return text
 
 

@@ -94,8 +94,8 @@ def fed_source(case, synthetic=None) -> str:
         knobs.append(f"hw share {case.hw_decoder_load:g}")
     if case.dali_prefetch_depth != 2:
         knobs.append(f"queue {case.dali_prefetch_depth}")
-    if case.device == "cuda" and case.dali_handoff == "host":
-        knobs.append("host waits")
+    if case.device == "cuda" and case.dali_handoff == "stream":
+        knobs.append("to the stream")
     return ", ".join(knobs) + step
 
 
