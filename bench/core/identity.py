@@ -22,7 +22,7 @@ ID_DEFAULTS = {
     "gradient_as_bucket_view": False, "static_graph": False, "broadcast_buffers": True, "accumulation_steps": 1,
     "accumulation_mode": "article", "nccl_env": [], "warmup_steps": 10, "steps": 30, "min_window_s": 0.0,
     "repeats": 3, "timeout_s": 900.0, "seed": 0, "overhead_check": False, "fault": "", "fault_rank": 0,
-    "cuda_graph": False, "dali_prefetch_depth": 2, "dali_handoff": "host",
+    "cuda_graph": False, "dali_prefetch_depth": 2, "dali_handoff": "host", "profile_steps": 0,
 }
 """Each field's value when ids were fixed, frozen: a field set to it is left out of the id. A new
 field is added here with its default (a stored case predates it and ran that way); a Case default
@@ -30,7 +30,7 @@ that changes later does not change this table, so the old default stays in the i
 that keep it."""
 
 MEASUREMENT_FIELDS = frozenset({"name", "warmup_steps", "steps", "min_window_s", "repeats", "timeout_s",
-                                "overhead_check", "fault", "fault_rank"})
+                                "overhead_check", "profile_steps", "fault", "fault_rank"})
 """How long or how often a case was measured (and which recipe made it), not what ran."""
 WHERE_FIELDS = frozenset({"data_dir"})
 """Where a case's input lies on one machine: the same configuration reads it from anywhere."""

@@ -225,7 +225,7 @@ def _may_start_ahead(current: _Process) -> bool:
             or current.dist.rdzv_endpoint:
         return False
     case = current.case
-    timed_extras = case.overhead_check or (case.strategy == "ddp" and case.gpus > 1)
+    timed_extras = case.overhead_check or case.profile_steps or (case.strategy == "ddp" and case.gpus > 1)
     wanted = ("teardown",) if timed_extras else PAST_THE_WINDOWS
     ranks = range(case.gpus) if case.launcher == "torchrun" else range(1)
     return all(read_heartbeat(current.out, r).get("phase") in wanted for r in ranks)

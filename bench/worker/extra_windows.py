@@ -6,6 +6,7 @@
   windows is communication that compute did not hide.
 - `minimal`: the same model, optimizer and batch in the plainest loop (no events, no data-wait
   timers, no strategy object), to show what the harness itself costs.
+- `profile`: steps under torch's profiler, the device's time per stream (profile_steps.py).
 """
 from __future__ import annotations
 
@@ -13,7 +14,7 @@ import time
 
 import torch.distributed as dist
 
-from . import precision
+from . import precision, profile_steps
 from .context import synchronize
 from .span import timed_window
 
@@ -32,6 +33,8 @@ def run(case, ctx, trainer, batches, timer, steps: int) -> dict:
         out["no_sync_window_s"] = window
     if case.overhead_check:
         out["minimal_window_s"] = minimal_loop(case, ctx, trainer, next(batches), steps)
+    if case.profile_steps:
+        out["profile"] = profile_steps.run(trainer, batches, ctx, case.profile_steps)
     return out
 
 
