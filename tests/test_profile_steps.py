@@ -4,7 +4,7 @@ import pytest
 
 from bench.core import identity
 from bench.core.case import Case, CaseError
-from bench.harness.records import profile_text
+from bench.core.labels import profile_text
 from bench.worker import profile_steps
 from bench.worker.context import RankContext
 from bench.worker.loaders.synthetic import SyntheticLoader
@@ -67,3 +67,19 @@ def test_profiling_changes_no_id_and_is_refused_below_zero():
     assert identity.knobs_key(Case(profile_steps=5)) == identity.knobs_key(Case())
     with pytest.raises(CaseError, match="profile_steps=-1 must be >= 0"):
         Case(profile_steps=-1)
+
+
+@pytest.mark.parametrize("lang", ["en", "zh"])
+def test_the_report_shows_each_profiled_case(lang):
+    from bench.present import report
+    from bench.store import query
+    from stored import fixture_dicts
+    recs = fixture_dicts()
+    p = profile_steps.summarize([("conv", 7, 0, 60 * MS), ("dali::Resize", 21, 0, 9 * MS)], 1, "cuda stream")
+    recs[0]["ranks"] = [{**(recs[0].get("ranks") or [{}])[0], "profile": p}]
+    records = [query.wrap(r) for r in recs]
+    text = report.render(records, lang)
+    head = "## Where the device's time went" if lang == "en" else "## 剖析步中设备时间的去向"
+    assert head in text and f"- {records[0].case_id}\n  profile, 1 steps after the windows" in text
+    assert "cuda stream 21: 9.0 ms a step (15%): dali::Resize 9.0" in text
+    assert head not in report.render([query.wrap(r) for r in fixture_dicts()], lang)  # none profiled: no section

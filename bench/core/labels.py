@@ -63,3 +63,21 @@ def duration(s: float | None) -> str:
     if s is None:
         return "no stored time"
     return f"{int(s // 60)}m{int(s % 60):02d}s"
+
+
+def profile_text(record: dict) -> str:
+    """Rank 0's profiled steps (`profile_steps`), lane by lane, as lines under a case's summary line and in
+    the report (nothing when none ran)."""
+    p = ((record.get("ranks") or [{}])[0] or {}).get("profile")
+    if not p:
+        return ""
+    if p.get("error"):
+        return f"\n  profile: not taken ({p['error']})"
+    lines = [f"\n  profile, {p['steps']} steps after the windows: device busy {p['busy_pct']:.0f}% of "
+             f"{p['span_s'] * 1000:,.0f} ms" if p["lane_kind"] == "cuda stream" else
+             f"\n  profile, {p['steps']} steps after the windows ({p['span_s'] * 1000:,.0f} ms), by host thread"]
+    for lane in p["lanes"]:
+        top = ", ".join(f"{name} {s * 1000:.1f}" for name, s in lane["top"][:3])
+        lines.append(f"\n    {p['lane_kind']} {lane['lane']}: {lane['busy_s_per_step'] * 1000:,.1f} ms a step "
+                     f"({lane['busy_pct']:.0f}%): {top}")
+    return "".join(lines)

@@ -7,6 +7,7 @@ import os
 from ..analysis.diagnose import diagnose
 from ..core import phases, stats
 from ..core.case import Case
+from ..core.labels import profile_text
 from ..store.record import DEFINITIONS, SCHEMA
 from ..store.tree import Store, commit_folder
 from . import env as envmod
@@ -110,23 +111,6 @@ def summary_line(record: dict) -> str:
             + (f"input stall {stall:.1f}%, " if stall is not None else f"data wait {m['data_wait_pct']:.1f}%, ") +
             f"step {m['step_time_median_s'] * 1000:.1f} ms, case {record['wall_s']:.0f} s{_windows_share(record)}"
             + (f"; {d['verdict']}: {d['evidence']}" if d.get("verdict") else "") + profile_text(record))
-
-
-def profile_text(record: dict) -> str:
-    """Rank 0's profiled steps, lane by lane, as lines under the summary (nothing when none ran)."""
-    p = ((record.get("ranks") or [{}])[0] or {}).get("profile")
-    if not p:
-        return ""
-    if p.get("error"):
-        return f"\n  profile: not taken ({p['error']})"
-    lines = [f"\n  profile, {p['steps']} steps after the windows: device busy {p['busy_pct']:.0f}% of "
-             f"{p['span_s'] * 1000:,.0f} ms" if p["lane_kind"] == "cuda stream" else
-             f"\n  profile, {p['steps']} steps after the windows ({p['span_s'] * 1000:,.0f} ms), by host thread"]
-    for lane in p["lanes"]:
-        top = ", ".join(f"{name} {s * 1000:.1f}" for name, s in lane["top"][:3])
-        lines.append(f"\n    {p['lane_kind']} {lane['lane']}: {lane['busy_s_per_step'] * 1000:,.1f} ms a step "
-                     f"({lane['busy_pct']:.0f}%): {top}")
-    return "".join(lines)
 
 
 def _windows_share(record: dict) -> str:

@@ -44,6 +44,7 @@ TEXT = {
         "files": "Files compared",
         "cases_title": "Every case (stall: the device idle for input; --wide for every column; CSV keeps full case ids)",
         "cases_cols": ["sweep", "case", "GPUs", "images/s", "+-95%", "stall%", "bound by"],
+        "profile_title": "Where the device's time went in profiled steps (`--profile-steps`)",
         "phases_title": "Where the time went (seconds, all processes of each case)",
         "phases_note": "start: interpreter and imports once let go, then device, model and loader; 1st step: "
                        "compilation, cuDNN autotuning; warm-up: warm-up and settling steps; windows: measured; end: the "
@@ -97,6 +98,7 @@ TEXT = {
         "files": "比较的文件",
         "cases_title": "所有用例（停顿：设备等待输入的时间；--wide 显示全部列；CSV 保留完整用例编号）",
         "cases_cols": ["扫描", "用例", "GPU数量", "图像/秒", "±95%", "停顿 %", "瓶颈"],
+        "profile_title": "剖析步中设备时间的去向（`--profile-steps`）",
         "phases_title": "时间花在哪里（秒，每个用例的全部进程）",
         "phases_note": "启动：放行后的解释器与导入，以及设备、模型、数据加载器；首步：编译、cuDNN 自动调优；预热：预热与稳定步；"
                        "计时窗口：被测量的部分；结束：解释计时窗口的附加窗口、写出记录、结束进程。每条记录分别保存七个阶段（phases_s）。",

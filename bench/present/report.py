@@ -7,7 +7,7 @@ from pathlib import Path
 from ..analysis import claims, noise, targets
 from ..core import phrases, stats
 from ..core.identity import differing_fields
-from ..core.labels import describe
+from ..core.labels import describe, profile_text
 from ..store import query
 from ..store.record import Record
 from ..store.tree import DEFAULT_ROOT
@@ -147,6 +147,10 @@ def _render_group(records: list[Record], lang: str, plot_files: list, wide: bool
     out += ["", f"## {i18n.t(lang, 'claims_title')}"] + claims_section(evals, lang)
     every, notes = cases_table(records, lang)
     out += ["", f"## {i18n.t(lang, 'cases_title')}", every] + notes
+    profiled = [(r, profile_text(r.data)) for r in records if profile_text(r.data)]
+    if profiled:
+        out += ["", f"## {i18n.t(lang, 'profile_title')}"]
+        out += [f"- {r.case_id}{text}" for r, text in profiled]
     spent = phase_table(records, lang)
     if spent:
         out += ["", f"## {i18n.t(lang, 'phases_title')}", spent, ""] + wrap(i18n.t(lang, "phases_note"))

@@ -163,11 +163,11 @@ class StreamHandoff:
             outs = self.pipe.run(stream)
             batch = {}
             for name, tensor_list in zip(("images", "labels"), outs):
+                on_gpu = _on_gpu(tensor_list)
                 dense = tensor_list.as_tensor()
                 target = torch.empty(dense.shape(), dtype=to_torch_type[dense.dtype],
-                                     device=self.device if _on_gpu(tensor_list) else "cpu")
-                feed_ndarray(dense, target, cuda_stream=stream if _on_gpu(tensor_list) else None)
-                batch[name] = target
+                                     device=self.device if on_gpu else "cpu")
+                batch[name] = feed_ndarray(dense, target, cuda_stream=stream if on_gpu else None)
             self.held = (self.held + [outs])[-self.HELD:]
             yield [batch]
 
