@@ -33,6 +33,8 @@ def test_bad_choice_names_field_and_accepted_values(changes, field, accepted):
     ({"loader": "dali", "data_dir": "/d", "dali_prefetch_depth": 0}, "dali_prefetch_depth=0 must be >= 1"),
     ({"loader": "dali", "data_dir": "/d", "dali_handoff": "event"},
      "dali_handoff='event' is not accepted; use one of: host, stream"),
+    ({"loader": "dali", "data_dir": "/d", "dali_crop": "gpu"},
+     "dali_crop='gpu' is not accepted; use one of: decoder, resize"),
     ({"cuda_graph": True, "device": "cpu", "optimizer_impl": "fused"}, "cuda_graph=true captures the step as a CUDA "
                                                                         "graph and needs device='cuda'"),
     ({"cuda_graph": True, "strategy": "ddp", "optimizer_impl": "fused"}, "cuda_graph=true is measured with "
@@ -105,6 +107,7 @@ def test_json_round_trip_and_unknown_fields():
     ({"dali_threads": 8}, "DALI knobs need loader='dali'"),
     ({"dali_prefetch_depth": 3}, "DALI knobs need loader='dali'"),
     ({"dali_handoff": "stream"}, "DALI knobs need loader='dali'"),
+    ({"loader": "torch", "data_dir": "/d", "dali_crop": "resize"}, "DALI knobs need loader='dali'"),
     ({"loader": "dali", "data_dir": "/d", "device": "cpu", "dali_device": "cpu", "dali_handoff": "stream"},
      "DALI's hand-over to a CUDA stream needs device='cuda'"),
     ({"accumulation_mode": "no_sync"}, "accumulation_mode needs accumulation_steps > 1"),
@@ -123,7 +126,8 @@ def test_knobs_that_act_are_accepted():
     Case(strategy="ddp", gpus=2, bucket_cap_mb=50.0, static_graph=True, nccl_env=(("NCCL_IB_DISABLE", "1"),))
     Case(loader="torch", data_dir="/d", num_workers=-1, persistent_workers=True, pin_memory=True, prefetch_factor=4)
     Case(loader="dali", data_dir="/d", dali_threads=12, hw_decoder_load=1.0, dali_prefetch_depth=3,
-         dali_handoff="stream")
+         dali_handoff="stream", dali_crop="resize")
+    Case(loader="dali", data_dir="/d", device="cpu", dali_device="cpu", dali_crop="resize")
     Case(cuda_graph=True, optimizer_impl="fused", compile="default", precision="fp16")
     Case(loader="dali", data_dir="/d", loader_only=True, channels_last=True)  # the layout the loader delivers
     with pytest.raises(CaseError, match="dali_threads=0 must be -1"):

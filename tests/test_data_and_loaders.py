@@ -186,6 +186,26 @@ def test_dali_cpu_pipeline_batches_and_shards(jpegs):
     assert not seen[0] & seen[1] and seen[0] | seen[1] == set(range(48))
 
 
+def test_dali_decodes_whole_images_and_crops_after_where_asked(jpegs):
+    pytest.importorskip("nvidia.dali")
+    from bench.worker.loaders.dali import DaliLoader, _pipeline
+    folder = jpeg_folder.scan(jpegs)
+    ops = {}
+    for crop in ("decoder", "resize"):
+        case = _case(jpegs, loader="dali", dali_device="cpu", dali_crop=crop)
+        ops[crop] = _pipeline(case, RankContext(), folder.files, folder.labels, 4, 0.65).serialize()
+    assert b"decoders__ImageRandomCrop" in ops["decoder"] and b"RandomResizedCrop" not in ops["decoder"]
+    assert b"decoders__Image" in ops["resize"] and b"RandomResizedCrop" in ops["resize"]
+    assert b"ImageRandomCrop" not in ops["resize"]
+    loader = DaliLoader(_case(jpegs, loader="dali", dali_device="cpu", dali_crop="resize", channels_last=True),
+                        RankContext())
+    epoch = [next(iter(loader)) for _ in range(12)]  # one epoch of 48 files, 4 per batch
+    assert all(images.shape == (4, 3, 32, 32) and images.dtype == torch.float32 for images, _ in epoch)
+    assert all(-3 < images.mean() < 3 for images, _ in epoch)
+    assert loader.facts()["loader_crop"] == "resize"
+    loader.close()
+
+
 def test_dali_stream_handoff_delivers_dense_batches_epoch_after_epoch(jpegs):
     pytest.importorskip("nvidia.dali")
     from bench.worker.loaders.dali import DaliLoader, StreamHandoff, _pipeline, handoff_used

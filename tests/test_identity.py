@@ -5,7 +5,7 @@ import pytest
 from pathlib import Path
 
 from bench.analysis import search
-from bench.core import identity, recipes, sweeps
+from bench.core import identity, labels, recipes, sweeps
 from bench.core.case import Case
 from bench.store import query
 
@@ -53,6 +53,15 @@ def test_dali_hand_over_to_the_stream_is_a_knob_of_its_own():
     assert fed.dali_handoff == "host" and identity.case_id(stored) == fed.case_id
     streamed = fed.replace(dali_handoff="stream")
     assert streamed.case_id != fed.case_id and identity.differing_fields(fed, streamed) == {"dali_handoff"}
+
+
+def test_where_dali_cuts_the_crop_is_a_knob_of_its_own():
+    fed = _golden_cases()["loader-dali-mixed g1"]
+    stored = {k: v for k, v in fed.to_dict().items() if k != "dali_crop"}
+    assert fed.dali_crop == "decoder" and identity.case_id(stored) == fed.case_id  # stored before the knob
+    whole = fed.replace(dali_crop="resize")
+    assert whole.case_id != fed.case_id and identity.differing_fields(fed, whole) == {"dali_crop"}
+    assert "/whole-decode" in labels.describe(whole.to_dict()) and "whole" not in labels.describe(fed.to_dict())
 
 
 def test_every_case_field_has_its_id_default():

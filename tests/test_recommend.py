@@ -291,14 +291,16 @@ def test_the_winner_fed_by_jpegs_is_judged_against_its_synthetic_figure_with_the
                        ("loader", "dali"): -3.0, ("loader", "torch"): -30.0})
     out = search(standin).run(BASE, 1, data_dir="/data", with_compile=False)
     assert [(c.case.loader, c.case.optimizer_impl, c.case.min_window_s) for c in out.fed] == \
-        [("dali", "fused", recipes.LOADER_WINDOW_S), ("torch", "fused", recipes.LOADER_WINDOW_S)] + \
+        [("dali", "fused", recipes.LOADER_WINDOW_S)] * 2 + [("torch", "fused", recipes.LOADER_WINDOW_S)] + \
         [("dali", "fused", recipes.LOADER_WINDOW_S)] * 3
     dali = out.fed[0].case
     assert (dali.dali_device, dali.hw_decoder_load, dali.dali_prefetch_depth) == ("mixed", -1, 2)
-    assert dali.dali_handoff == "host"
-    # DALI's batches handed to the training stream, its queue and its decoder share, one at a time
-    assert out.fed[2].case == dali.replace(dali_handoff="stream")
-    assert [(c.case.dali_prefetch_depth, c.case.hw_decoder_load) for c in out.fed[3:5]] == [(3, -1), (2, 1.0)]
+    assert dali.dali_handoff == "host" and dali.dali_crop == "decoder"
+    # whole images decoded and cropped after; DALI's batches handed to the training stream, its queue and
+    # its decoder share, one at a time
+    assert out.fed[1].case == dali.replace(dali_crop="resize")
+    assert out.fed[3].case == dali.replace(dali_handoff="stream")
+    assert [(c.case.dali_prefetch_depth, c.case.hw_decoder_load) for c in out.fed[4:6]] == [(3, -1), (2, 1.0)]
     assert out.fed_best.case == dali and out.fed[0].note == "where the fed search starts"
     text = recommend_text.render([out], 600, {})
     # each fed figure (one process, +-2%) against the synthetic winner's finals (2 processes, +-1.4%)
@@ -306,24 +308,29 @@ def test_the_winner_fed_by_jpegs_is_judged_against_its_synthetic_figure_with_the
     assert "70.0% of synthetic; -30.0%: slower (+-2.4%)" in text
     assert "| JPEGs: dali mixed (fed winner) " in text and "| JPEGs: torch DataLoader " in text
     assert "| JPEGs: dali mixed, queue 3 " in text and "| JPEGs: dali mixed, hw share 1 " in text
-    assert "| JPEGs: dali mixed, to the stream " in text
+    assert "| JPEGs: dali mixed, to the stream " in text and "| JPEGs: dali mixed, whole decode " in text
     assert "| loader    | fed by JPEGs: dali mixed, queue 3 " in text  # each against the best fed then
     assert max(len(ln) for ln in text.splitlines()) <= 120
 
 
 def test_the_fed_search_keeps_a_loader_knob_only_beyond_noise_and_tries_each_loader_from_the_winner():
     standin = StandIn({("optimizer_impl", "fused"): 20.0, ("loader", "dali"): -12.0, ("dali_prefetch_depth", 3): 8.0,
-                       ("hw_decoder_load", 1.0): -5.0, ("loader", "torch"): -40.0, ("dali_handoff", "stream"): -10.0})
+                       ("hw_decoder_load", 1.0): -5.0, ("loader", "torch"): -40.0, ("dali_handoff", "stream"): -10.0,
+                       ("dali_crop", "resize"): 6.0})
     out = search(standin).run(BASE, 1, data_dir="/data", with_compile=False)
     best = out.fed_best.case
-    assert (best.loader, best.dali_prefetch_depth, best.hw_decoder_load, best.dali_handoff) == ("dali", 3, -1, "host")
-    torch_fed = out.fed[1].case
+    assert (best.loader, best.dali_prefetch_depth, best.hw_decoder_load, best.dali_handoff, best.dali_crop) == \
+        ("dali", 3, -1, "host", "resize")
+    assert out.fed[1].note.startswith("kept, +6.0%: faster") and out.fed[1].against == out.fed[0].case
+    torch_fed = out.fed[2].case
     assert torch_fed.loader == "torch" and torch_fed.num_workers == -1 and torch_fed.dali_prefetch_depth == 2
-    assert out.fed[1].against == out.best.case  # another loader starts from the synthetic winner
-    assert out.fed[2].case.dali_handoff == "stream" and out.fed[2].note.startswith("-10.0%: slower")
-    assert out.fed[3].note.startswith("kept, +8.0%: faster") and out.fed[3].against == out.fed[0].case
+    assert out.fed[2].against == out.best.case  # another loader starts from the synthetic winner
+    # the later knobs build on the whole-image decode that was kept
+    assert out.fed[3].case.dali_handoff == "stream" and out.fed[3].case.dali_crop == "resize"
+    assert out.fed[3].note.startswith("-10.0%: slower")
+    assert out.fed[4].note.startswith("kept, +8.0%: faster") and out.fed[4].against == out.fed[1].case
     # the decoder's share was tried on top of the deeper queue
-    assert out.fed[4].against == out.fed[3].case and out.fed[4].case.dali_prefetch_depth == 3
+    assert out.fed[5].against == out.fed[4].case and out.fed[5].case.dali_prefetch_depth == 3
 
 
 def test_a_winner_captured_as_a_cuda_graph_is_also_fed_with_an_eager_step():
@@ -386,6 +393,7 @@ def test_the_jpeg_recipe_names_its_loader_and_writes_the_share_that_ran(tmp_path
     assert path.name == "recipe_1gpu_jpeg.py" and "python recipe_1gpu_jpeg.py --data DIR" in text
     assert "'hw_decoder_load': 0.99," in text and "'dali_prefetch_depth': 3," in text and "'cuda_graph': True," in text
     assert "'dali_handoff': 'stream'," in text and "outs = p.run(stream)" in text  # batches handed to the stream
+    assert "'dali_crop': 'decoder'," in text and "decode only the random crop's region of each JPEG (on the GPU" in text
     assert "through NVIDIA DALI" in text and "num_workers" not in text and "/jpegs" not in text  # no path of ours
     assert 'default=10, help="timed windows"' in text
     compile(text, str(path), "exec")
@@ -399,16 +407,19 @@ def test_the_jpeg_recipe_names_its_loader_and_writes_the_share_that_ran(tmp_path
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("loader", ["dali", "torch"])
+@pytest.mark.parametrize("loader", ["dali", "dali-whole", "torch"])
 def test_a_jpeg_recipe_runs_on_a_jpeg_folder(tmp_path, tiny, loader):
     from bench.data import generate
-    if loader == "dali":
+    if loader.startswith("dali"):
         pytest.importorskip("nvidia.dali")
     data = tmp_path / "jpegs"
     generate.make_dataset(data, 48, 4, seed=1, workers=2, echo=lambda m: None)
-    knobs = dict(loader="dali", dali_device="cpu") if loader == "dali" else dict(loader="torch", num_workers=1)
+    knobs = {"dali": dict(loader="dali", dali_device="cpu"), "torch": dict(loader="torch", num_workers=1),
+             "dali-whole": dict(loader="dali", dali_device="cpu", dali_crop="resize")}[loader]
     case = tiny.replace(data_dir=str(data), **knobs)
     path = recipe.write(case, _fed_record(), "single, fp32", tmp_path)
+    if loader == "dali-whole":  # whole images decoded, then cropped and resized by one operator
+        assert "'dali_crop': 'resize'," in path.read_text() and "decode whole images (on the CPU)" in path.read_text()
     ran = subprocess.run([sys.executable, str(path), "--data", str(data), "--warmup", "1", "--steps", "2",
                           "--windows", "2"], capture_output=True, text=True, timeout=300)
     assert ran.returncode == 0, ran.stderr[-2000:]

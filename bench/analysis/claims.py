@@ -17,7 +17,7 @@ from ..store import query
 from . import noise
 
 TORCH_LOADER_KNOBS = ("num_workers", "pin_memory", "non_blocking", "persistent_workers", "prefetch_factor")
-DALI_KNOBS = ("dali_device", "dali_threads", "hw_decoder_load", "dali_prefetch_depth", "dali_handoff")
+DALI_KNOBS = ("dali_device", "dali_threads", "hw_decoder_load", "dali_prefetch_depth", "dali_handoff", "dali_crop")
 DP_KNOBS = ("dp_device_selection", "dp_output_device", "dp_loss_in_forward")
 
 

@@ -1,8 +1,5 @@
-"""One benchmark case: every knob of a run, validated before anything starts.
-
-A `Case` is frozen and JSON-serialisable; its id and which knobs make two cases the same are
-core/identity.py's.
-"""
+"""One benchmark case: every knob of a run, validated before anything starts. A `Case` is frozen and
+JSON-serialisable; its id and which knobs make two cases the same are core/identity.py's."""
 from __future__ import annotations
 
 import dataclasses
@@ -19,6 +16,7 @@ LOADERS = ("synthetic", "torch", "dali")
 DEVICES = ("cuda", "cpu")
 DALI_DEVICES = ("mixed", "cpu")
 DALI_HANDOFFS = ("host", "stream")
+DALI_CROPS = ("decoder", "resize")
 ACCUMULATION_MODES = ("article", "no_sync")
 DP_DEVICE_SELECTIONS = ("default", "free_memory")
 FAULTS = ("", "oom", "crash", "hang")
@@ -104,9 +102,11 @@ class Case:
     """DALI: batches the pipeline prepares ahead of the one being trained on (its queue depth)."""
     dali_handoff: str = "host"
     """DALI on a GPU: how a batch reaches the step. `host`: the host waits until DALI's GPU work for the
-    batch has finished (DALI's PyTorch iterator); `stream`: the outputs are bound to the training stream,
-    which waits for DALI on the GPU, so the host queues the step at once (on one H200, one process each,
-    it fed a compiled step 6,118 images/s against 6,326 with the host waiting: no gain)."""
+    batch is done (DALI's PyTorch iterator); `stream`: the outputs are bound to the training stream, which
+    waits for DALI on the GPU, so the host queues the step at once (on one H200 no gain: 6,118 vs 6,326)."""
+    dali_crop: str = "decoder"
+    """DALI: where the random crop is cut. `decoder`: only the crop's region of each JPEG is decoded; `resize`:
+    whole images (what hardware JPEG engines take), then one operator cuts the random window and resizes it."""
 
     # --- DataParallel (the second article's knobs) -------------------------------------------
     dp_device_selection: str = "default"
@@ -152,10 +152,9 @@ class Case:
     overhead_check: bool = False
     """Also time the same steps in a minimal loop, to show what the harness costs."""
     profile_steps: int = 0
-    """Optimizer steps run after the measured windows under torch's profiler, summarised in the record
-    (`profile`) per CUDA stream (per host thread on the CPU): each lane's busy time per step and the
-    kernels that took it, DALI's streams beside the step's; 0 = none. The measured figure never
-    carries the profiler's cost."""
+    """Optimizer steps run after the measured windows under torch's profiler (0 = none), summarised in the
+    record (`profile`) per CUDA stream (host thread on the CPU): busy time per step and the kernels that
+    took it, DALI's streams beside the step's. The measured figure never carries the profiler's cost."""
 
     fault: str = ""
     """Test only: inject `oom`, `crash` or `hang` (the others then wait in a collective) on `fault_rank`."""
@@ -230,6 +229,7 @@ def validate(c: Case) -> None:
     _one_of("device", c.device, DEVICES)
     _one_of("dali_device", c.dali_device, DALI_DEVICES)
     _one_of("dali_handoff", c.dali_handoff, DALI_HANDOFFS)
+    _one_of("dali_crop", c.dali_crop, DALI_CROPS)
     _one_of("accumulation_mode", c.accumulation_mode, ACCUMULATION_MODES)
     _one_of("dp_device_selection", c.dp_device_selection, DP_DEVICE_SELECTIONS)
     _one_of("fault", c.fault, FAULTS)

@@ -41,6 +41,8 @@ def _dali(case: dict) -> str:
     text += f"/queue{depth}" if depth != 2 else ""
     if case["device"] == "cuda" and case.get("dali_handoff", "host") == "stream":
         text += "/to-stream"
+    if case.get("dali_crop", "decoder") == "resize":
+        text += "/whole-decode"
     return text
 
 

@@ -16,7 +16,8 @@ from . import recipe_script
 RECIPE_KNOBS = ("model", "num_classes", "image_size", "device", "gpus", "strategy", "batch_size", "precision",
                 "channels_last", "cudnn_benchmark", "compile", "compile_scope", "optimizer_impl", "cuda_graph",
                 "bucket_cap_mb", "gradient_as_bucket_view", "static_graph", "broadcast_buffers", "seed")
-LOADER_KNOBS = {"dali": ("dali_device", "hw_decoder_load", "dali_threads", "dali_prefetch_depth", "dali_handoff"),
+LOADER_KNOBS = {"dali": ("dali_device", "hw_decoder_load", "dali_threads", "dali_prefetch_depth", "dali_handoff",
+                         "dali_crop"),
                 "torch": ("num_workers", "pin_memory", "non_blocking", "persistent_workers", "prefetch_factor")}
 BLOCKS = {"synthetic": recipe_script.SYNTHETIC, "dali": recipe_script.DALI, "torch": recipe_script.TORCH}
 
@@ -60,7 +61,8 @@ def render(case: Case, record: dict, label: str) -> str:
                   "The input is one synthetic batch made once on the device, as in the measurement; feed\n"
                   "your own loader for real data (recipe_<N>gpu_jpeg.py does, where the suite measured one).")
     text = recipe_script.HEAD + BLOCKS[case.loader] + recipe_script.MAIN
-    decode = {"mixed": "on the GPU, its hardware decoders taking the share set below"}.get(case.dali_device, "on the CPU")
+    where = {"mixed": "on the GPU, its hardware decoders taking the share set below"}.get(case.dali_device, "on the CPU")
+    decode = ("only the random crop's region of each JPEG " if case.dali_crop == "decoder" else "whole images ") + f"({where})"
     return text.format(
         title=title, machine=record["machine"], commit=record["commit_folder"], run_id=record["run_id"],
         measured=measured, label=label, how=command(case, file_name(case)), settings=settings,

@@ -68,8 +68,8 @@ def cores_per_process():
 DALI = JPEG_FOLDER + '''
 
 def batches(device, rank, world, root):
-    """NVIDIA DALI: read, decode only the random crop ({decode}), resize, flip and normalise, delivered
-    in the layout and dtype the model reads first, sharded by rank."""
+    """NVIDIA DALI: read, decode {decode}, resize the random crop, flip and normalise, delivered in the
+    layout and dtype the model reads first, sharded by rank."""
     from nvidia.dali import fn, pipeline_def, types
     from nvidia.dali.plugin.base_iterator import LastBatchPolicy
     from nvidia.dali.plugin.pytorch import DALIGenericIterator
@@ -85,11 +85,14 @@ def batches(device, rank, world, root):
         jpegs, lab = fn.readers.file(files=files, labels=labels, shard_id=rank, num_shards=world,
                                      random_shuffle=True, name="Reader")
         share = {{"hw_decoder_load": S["hw_decoder_load"]}} if S["dali_device"] == "mixed" else {{}}
-        images = fn.decoders.image_random_crop(jpegs, device=S["dali_device"], output_type=types.RGB,
-                                               random_area=[0.08, 1.0], random_aspect_ratio=[0.75, 4 / 3], **share)
-        images = fn.resize(images, resize_x=S["image_size"], resize_y=S["image_size"])
-        if on_gpu and S["dali_device"] == "cpu":
-            images = images.gpu()
+        window, size = dict(random_area=[0.08, 1.0], random_aspect_ratio=[0.75, 4 / 3]), S["image_size"]
+        if S["dali_crop"] == "decoder":  # the decoder reads only the crop's region of each JPEG
+            images = fn.resize(fn.decoders.image_random_crop(jpegs, device=S["dali_device"], output_type=types.RGB,
+                                                             **window, **share), resize_x=size, resize_y=size)
+        else:  # whole images decoded (what hardware JPEG decoders take), then cropped and resized at once
+            images = fn.decoders.image(jpegs, device=S["dali_device"], output_type=types.RGB, **share)
+            images = fn.random_resized_crop(images, size=[size, size], **window)
+        images = images.gpu() if on_gpu and S["dali_device"] == "cpu" else images  # normalised on the GPU
         images = fn.crop_mirror_normalize(images, dtype=out_dtype, mean=MEAN, std=STD,
                                           output_layout="HWC" if S["channels_last"] else "CHW",
                                           mirror=fn.random.coin_flip(probability=0.5))
@@ -98,18 +101,16 @@ def batches(device, rank, world, root):
     p = pipe()
     p.build()
     if on_gpu and S["dali_handoff"] == "stream":
-        # the outputs bound to the training stream, which waits for DALI on the GPU: the host queues the
-        # step at once instead of sleeping until DALI's work for the batch is done
+        # outputs bound to the training stream, which waits for DALI on the GPU: the host queues the step at once
         from nvidia.dali.plugin.pytorch import feed_ndarray, to_torch_type
         held = []  # the last batches' DALI buffers stay referenced while their copies are queued
         while True:
             stream = torch.cuda.current_stream(device)
             outs = p.run(stream)
             batch = []
-            for t in outs:
-                t = t.as_tensor()
-                batch.append(feed_ndarray(t, torch.empty(t.shape(), dtype=to_torch_type[t.dtype], device=device),
-                                          cuda_stream=stream))
+            for t in (o.as_tensor() for o in outs):
+                out = torch.empty(t.shape(), dtype=to_torch_type[t.dtype], device=device)
+                batch.append(feed_ndarray(t, out, cuda_stream=stream))
             images, target = batch
             held = (held + [outs])[-2:]
             if S["channels_last"]:

@@ -96,6 +96,8 @@ def fed_source(case, synthetic=None) -> str:
         knobs.append(f"queue {case.dali_prefetch_depth}")
     if case.device == "cuda" and case.dali_handoff == "stream":
         knobs.append("to the stream")
+    if case.dali_crop == "resize":
+        knobs.append("whole decode")
     return ", ".join(knobs) + step
 
 

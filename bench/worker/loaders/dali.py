@@ -43,6 +43,10 @@ def hw_decoder_share(requested: float, gpu_name: str) -> tuple[float, str]:
     return DALI_DEFAULT_SHARE, f"{gpu_name or 'this GPU'} is not known to have hardware JPEG decoders: DALI's default"
 
 
+CROP_WINDOW = {"random_area": [0.08, 1.0], "random_aspect_ratio": [0.75, 4 / 3]}
+"""The random crop's area share and aspect ratio, as torchvision's RandomResizedCrop draws them."""
+
+
 def output_dtype(precision: str, on_gpu: bool) -> str:
     """The dtype the model consumes first: fp16 autocast takes half-precision images as they are, so
     DALI writes them so and no conversion runs on the GPU; the other precisions read float32."""
@@ -61,11 +65,13 @@ def _pipeline(case, ctx, files, labels, batch, share):
                                      num_shards=ctx.world_size if case.strategy == "ddp" else 1,
                                      random_shuffle=True, name="Reader")
         decode_kw = {"hw_decoder_load": share} if case.dali_device == "mixed" else {}
-        # the decoder reads only the random crop's region of each JPEG
-        images = fn.decoders.image_random_crop(jpegs, device=case.dali_device, output_type=types.RGB,
-                                               random_area=[0.08, 1.0], random_aspect_ratio=[0.75, 4 / 3],
-                                               **decode_kw)
-        images = fn.resize(images, resize_x=case.image_size, resize_y=case.image_size)
+        if case.dali_crop == "decoder":  # the decoder reads only the random crop's region of each JPEG
+            images = fn.decoders.image_random_crop(jpegs, device=case.dali_device, output_type=types.RGB,
+                                                   **CROP_WINDOW, **decode_kw)
+            images = fn.resize(images, resize_x=case.image_size, resize_y=case.image_size)
+        else:  # whole images decoded, then the same random window cut and resized by one operator
+            images = fn.decoders.image(jpegs, device=case.dali_device, output_type=types.RGB, **decode_kw)
+            images = fn.random_resized_crop(images, size=[case.image_size, case.image_size], **CROP_WINDOW)
         if on_gpu and case.dali_device == "cpu":
             images = images.gpu()  # decoded on the CPU, normalised on the GPU
         images = fn.crop_mirror_normalize(images, dtype=getattr(types, output_dtype(case.precision, on_gpu)), mean=list(MEAN_255), std=list(STD_255),
@@ -119,7 +125,7 @@ class DaliLoader:
         facts = {"loader_images": self.images, "non_jpeg_files_skipped": self.skipped_files,
                  "loader_threads": cores_per_rank(self.case.dali_threads),
                  "loader_dtype": output_dtype(self.case.precision, self.device.type == "cuda").lower(),
-                 "loader_handoff": self.handoff}
+                 "loader_handoff": self.handoff, "loader_crop": self.case.dali_crop}
         if self.case.dali_device == "mixed":
             facts.update(hw_decoder_load_used=self.share, hw_decoder_load_why=self.share_why)
         return facts
