@@ -58,8 +58,17 @@ def test_stream_lines_read_as_a_user_needs_them():
     p = profile_steps.summarize([("conv", 7, 0, 60 * MS), ("dali::Resize", 21, 0, 9 * MS)], 1, "cuda stream")
     text = profile_text({"ranks": [{"profile": {**p, "wall_s": 0.07}}]})
     assert "device busy 100% of 60 ms" in text
-    assert "cuda stream 7: 60.0 ms a step (100%): conv 60.0" in text
-    assert "cuda stream 21: 9.0 ms a step (15%): dali::Resize 9.0" in text
+    assert "cuda stream 7: 60.0 ms a step (100%)\n        60.0 ms  conv\n" in text
+    assert "cuda stream 21: 9.0 ms a step (15%)\n         9.0 ms  dali::Resize" in text
+    # on a GPU the host threads' time in torch's ops and CUDA calls follows the streams
+    host = profile_steps.summarize([("cudaLaunchKernel", 4242, 0, 50 * MS), ("aten::add", 4242, 40 * MS, 20 * MS)], 1,
+                                   "host thread")
+    lines = profile_text({"ranks": [{"profile": {**p, "wall_s": 0.07, "host": host}}]}).splitlines()
+    assert lines[-3:] == ["    host thread 4242: 60.0 ms a step (100%)", "        50.0 ms  cudaLaunchKernel",
+                          "        20.0 ms  aten::add"]
+    assert lines[-5].startswith("    cuda stream 21:")
+    long = profile_steps.summarize([("k" * profile_steps.NAME_CHARS, 7, 0, 60 * MS)], 1, "cuda stream")
+    assert max(len(ln) for ln in profile_text({"ranks": [{"profile": long}]}).splitlines()) <= 120
 
 
 def test_profiling_changes_no_id_and_is_refused_below_zero():
@@ -81,5 +90,5 @@ def test_the_report_shows_each_profiled_case(lang):
     text = report.render(records, lang)
     head = "## Where the device's time went" if lang == "en" else "## 剖析步中设备时间的去向"
     assert head in text and f"- {records[0].case_id}\n  profile, 1 steps after the windows" in text
-    assert "cuda stream 21: 9.0 ms a step (15%): dali::Resize 9.0" in text
+    assert "cuda stream 21: 9.0 ms a step (15%)\n         9.0 ms  dali::Resize" in text
     assert head not in report.render([query.wrap(r) for r in fixture_dicts()], lang)  # none profiled: no section

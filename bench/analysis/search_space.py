@@ -55,6 +55,9 @@ def next_batch(start: int, best: int, tried: list[int]) -> int | None:
     return None
 
 
+LEAN_DALI_THREADS = 4
+"""DALI's own default thread count, tried beside the machine's cores: with whole images decoded, on one
+H200 DALI alone delivered 18,028.7 images/s with 4 threads (19,512.7 with 16)."""
 LOADER_BUDGET_SHARE = 0.35
 """With a data folder, the part of a GPU count's budget kept for the winner fed by JPEGs."""
 
@@ -62,17 +65,20 @@ LOADER_BUDGET_SHARE = 0.35
 def loader_changes(best: Case, data_dir: str) -> list[tuple[str, dict]]:
     """The winner fed by JPEGs, as (stage, change): DALI first (decoding on the GPU where there is one,
     with its hardware decoder's share chosen for the GPU and this machine's cores), then on a GPU whole
-    images decoded and cropped after, an eager step where the winner captured it as a CUDA graph, the
-    torch DataLoader, then DALI's batches handed to the training stream, its queue depth and its decoder
-    share one at a time; each over windows long enough for a loader's rounds."""
+    images decoded and cropped after and DALI on 4 threads, an eager step where the winner captured it as
+    a CUDA graph, the torch DataLoader, then DALI's batches handed to the training stream, its queue depth
+    and its decoder share one at a time; each over windows long enough for a loader's rounds."""
     gpu = best.device == "cuda"
     window = recipes.loader_windows(best)
     dali = dict(loader="dali", data_dir=data_dir, dali_device="mixed" if gpu else "cpu", dali_threads=AUTO, **window)
     out = [("loader", dali)]
     if gpu:
-        # on one H200 DALI fed a compiled step 86% of its synthetic speed, with 16 host threads where 4
-        # halve its ceiling: work the hardware decoders would not need. Whole images are what they take.
+        # a region may go to DALI's CPU-and-SM decoder, a whole image to the hardware JPEG engines: on one
+        # H200 DALI alone delivered 19,512.7 images/s decoding whole images against 16,135.7 for regions
         out.append(("loader", dict(dali, dali_crop="resize")))
+        # there DALI-fed compiled steps at batch 256 ran 78-85% of synthetic, the device idle, no input stall:
+        # the host thread queued the step late; DALI's threads, bursting over every core, may delay it
+        out.append(("loader", dict(dali, dali_threads=LEAN_DALI_THREADS)))
     if best.cuda_graph:
         # a captured step runs its kernels back to back, leaving DALI's resize and normalisation on the
         # same GPU no gap to run in (on one H200 DALI-fed graph cases sat 21-23% idle for input,

@@ -153,8 +153,8 @@ class Case:
     """Also time the same steps in a minimal loop, to show what the harness costs."""
     profile_steps: int = 0
     """Optimizer steps run after the measured windows under torch's profiler (0 = none), summarised in the
-    record (`profile`) per CUDA stream (host thread on the CPU): busy time per step and the kernels that
-    took it, DALI's streams beside the step's. The measured figure never carries the profiler's cost."""
+    record (`profile`) per CUDA stream, then per host thread: busy time per step and what took it, DALI's
+    streams beside the step's. The measured figure never carries the profiler's cost."""
 
     fault: str = ""
     """Test only: inject `oom`, `crash` or `hang` (the others then wait in a collective) on `fault_rank`."""

@@ -67,6 +67,9 @@ def duration(s: float | None) -> str:
     return f"{int(s // 60)}m{int(s % 60):02d}s"
 
 
+PROFILE_NAME_CHARS = 100
+
+
 def profile_text(record: dict) -> str:
     """Rank 0's profiled steps (`profile_steps`), lane by lane, as lines under a case's summary line and in
     the report (nothing when none ran)."""
@@ -78,8 +81,10 @@ def profile_text(record: dict) -> str:
     lines = [f"\n  profile, {p['steps']} steps after the windows: device busy {p['busy_pct']:.0f}% of "
              f"{p['span_s'] * 1000:,.0f} ms" if p["lane_kind"] == "cuda stream" else
              f"\n  profile, {p['steps']} steps after the windows ({p['span_s'] * 1000:,.0f} ms), by host thread"]
-    for lane in p["lanes"]:
-        top = ", ".join(f"{name} {s * 1000:.1f}" for name, s in lane["top"][:3])
-        lines.append(f"\n    {p['lane_kind']} {lane['lane']}: {lane['busy_s_per_step'] * 1000:,.1f} ms a step "
-                     f"({lane['busy_pct']:.0f}%): {top}")
+    for kind, lane in [(p["lane_kind"], lane) for lane in p["lanes"]] + \
+            [("host thread", lane) for lane in (p.get("host") or {}).get("lanes", [])]:
+        lines.append(f"\n    {kind} {lane['lane']}: {lane['busy_s_per_step'] * 1000:,.1f} ms a step "
+                     f"({lane['busy_pct']:.0f}%)")
+        # a line per name, cut to fit 120 columns (kernels' names run long)
+        lines += [f"\n      {s * 1000:6,.1f} ms  {name[:PROFILE_NAME_CHARS]}" for name, s in lane["top"][:3]]
     return "".join(lines)

@@ -92,6 +92,8 @@ def fed_source(case, synthetic=None) -> str:
     knobs = [f"dali {case.dali_device}"]
     if case.hw_decoder_load != -1:
         knobs.append(f"hw share {case.hw_decoder_load:g}")
+    if case.dali_threads != -1:
+        knobs.append(f"{case.dali_threads} threads")
     if case.dali_prefetch_depth != 2:
         knobs.append(f"queue {case.dali_prefetch_depth}")
     if case.device == "cuda" and case.dali_handoff == "stream":

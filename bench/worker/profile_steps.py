@@ -2,7 +2,8 @@
 torch's profiler (CUPTI on a GPU), summarised per CUDA stream (per host thread on the CPU).
 
 On a GPU every kernel, copy and memset of the process is seen, whoever launched it: the training
-step's stream, DALI's own streams, NCCL's. Each lane's busy time is the union of its intervals (what
+step's stream, DALI's own streams, NCCL's; and beside them the busiest host threads' time in torch's
+ops and CUDA calls. Each lane's busy time is the union of its intervals (what
 overlaps within a lane counts once), so a DALI-fed step shows how long DALI's work held the GPU beside
 the step's, and `busy_pct` how much of the profiled stretch any lane kept the device busy. The steps run
 after the span (`Case.profile_steps`), so the measured figure never carries the profiler's cost.
@@ -16,6 +17,7 @@ from .context import synchronize
 
 TOP_NAMES = 5
 LANES_KEPT = 6
+HOST_LANES_KEPT = 2
 NAME_CHARS = 90
 
 
@@ -33,12 +35,19 @@ def run(trainer, batches, ctx, steps: int) -> dict:
                 trainer.step(batches)
             synchronize(ctx)
         wall_s = time.perf_counter() - t
-        want = DeviceType.CUDA if cuda else DeviceType.CPU
-        events = [(e.name(), e.device_resource_id(), e.start_ns(), e.duration_ns())
-                  for e in prof.profiler.kineto_results.events() if e.device_type() == want and e.duration_ns() > 0]
+        events = defaultdict(list)
+        for e in prof.profiler.kineto_results.events():
+            if e.duration_ns() > 0:
+                events[e.device_type()].append((e.name(), e.device_resource_id(), e.start_ns(), e.duration_ns()))
     except Exception as e:  # a profiler that cannot run here leaves the measured case as it is
         return {"steps": steps, "error": f"{type(e).__name__}: {e}"[:300]}
-    return {**summarize(events, steps, "cuda stream" if cuda else "host thread"), "wall_s": wall_s}
+    if not cuda:
+        return {**summarize(events[DeviceType.CPU], steps, "host thread"), "wall_s": wall_s}
+    # beside the device's lanes, the host threads' time in torch's ops and CUDA calls: a step the host
+    # cannot queue as fast as the device runs it leaves the device idle with no input to blame
+    host = summarize(events[DeviceType.CPU], steps, "host thread")
+    host["lanes"] = host["lanes"][:HOST_LANES_KEPT]
+    return {**summarize(events[DeviceType.CUDA], steps, "cuda stream"), "wall_s": wall_s, "host": host}
 
 
 def summarize(events: list[tuple[str, int, int, int]], steps: int, lane_kind: str) -> dict:
