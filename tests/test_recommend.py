@@ -317,21 +317,21 @@ def test_the_winner_fed_by_jpegs_is_judged_against_its_synthetic_figure_with_the
 def test_the_fed_search_keeps_a_loader_knob_only_beyond_noise_and_tries_each_loader_from_the_winner():
     standin = StandIn({("optimizer_impl", "fused"): 20.0, ("loader", "dali"): -12.0, ("dali_prefetch_depth", 3): 8.0,
                        ("hw_decoder_load", 1.0): -5.0, ("loader", "torch"): -40.0, ("dali_handoff", "stream"): -10.0,
-                       ("dali_crop", "resize"): 6.0})
+                       ("dali_crop", "resize"): 6.0, ("dali_threads", 4): 5.0})
     out = search(standin).run(BASE, 1, data_dir="/data", with_compile=False)
     best = out.fed_best.case
-    assert (best.loader, best.dali_prefetch_depth, best.hw_decoder_load, best.dali_handoff, best.dali_crop) == \
-        ("dali", 3, -1, "host", "resize")
+    assert (best.loader, best.dali_prefetch_depth, best.hw_decoder_load, best.dali_handoff, best.dali_crop,
+            best.dali_threads) == ("dali", 3, -1, "host", "resize", 4)
     assert out.fed[1].note.startswith("kept, +6.0%: faster") and out.fed[1].against == out.fed[0].case
-    # the later knobs build on the whole-image decode that was kept
+    # the later knobs build on the whole-image decode and the 4 threads that were kept
     assert out.fed[2].case.dali_threads == 4 and out.fed[2].case.dali_crop == "resize"
-    assert out.fed[2].note.startswith("+0.0%: within noise")
+    assert out.fed[2].note.startswith("kept, +5.0%: faster") and out.fed[2].against == out.fed[1].case
     torch_fed = out.fed[3].case
     assert torch_fed.loader == "torch" and torch_fed.num_workers == -1 and torch_fed.dali_prefetch_depth == 2
     assert out.fed[3].against == out.best.case  # another loader starts from the synthetic winner
     assert out.fed[4].case.dali_handoff == "stream" and out.fed[4].case.dali_crop == "resize"
-    assert out.fed[4].case.dali_threads == -1 and out.fed[4].note.startswith("-10.0%: slower")
-    assert out.fed[5].note.startswith("kept, +8.0%: faster") and out.fed[5].against == out.fed[1].case
+    assert out.fed[4].case.dali_threads == 4 and out.fed[4].note.startswith("-10.0%: slower")
+    assert out.fed[5].note.startswith("kept, +8.0%: faster") and out.fed[5].against == out.fed[2].case
     # the decoder's share was tried on top of the deeper queue
     assert out.fed[6].against == out.fed[5].case and out.fed[6].case.dali_prefetch_depth == 3
 

@@ -70,7 +70,8 @@ def loader_changes(best: Case, data_dir: str) -> list[tuple[str, dict]]:
     and its decoder share one at a time; each over windows long enough for a loader's rounds."""
     gpu = best.device == "cuda"
     window = recipes.loader_windows(best)
-    dali = dict(loader="dali", data_dir=data_dir, dali_device="mixed" if gpu else "cpu", dali_threads=AUTO, **window)
+    # threads left at their default (the cores, AUTO): a later knob built on a winner of 4 keeps them
+    dali = dict(loader="dali", data_dir=data_dir, dali_device="mixed" if gpu else "cpu", **window)
     out = [("loader", dali)]
     if gpu:
         # a region may go to DALI's CPU-and-SM decoder, a whole image to the hardware JPEG engines: on one
