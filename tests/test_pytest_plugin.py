@@ -48,12 +48,13 @@ def test_benchmark_only_runs_the_cases_and_records_them(tmp_path):
     assert bench["stats"]["ops"] == pytest.approx(1 / (sum(1 / x for x in windows) / len(windows)))
 
     # a later run compares itself with the saved one, as pytest-benchmark users expect, and its regression
-    # check judges throughput: quiet on a repeat of the same commit, loud on a 4x slowdown. The threshold
-    # is wide because a repeat on a loaded 2-core machine has moved the mean by 26.5%.
+    # check judges throughput: quiet on a repeat of the same commit, loud on a 4x slowdown. It judges the
+    # fastest window, with a wide threshold: on a loaded 2-core machine a repeat has moved the mean by 70%
+    # (windows 7.2-17.0 ms per image) while its fastest window moved 8%.
     (first,) = (tmp_path / "saved").rglob("0001_*.json")  # pytest-benchmark names it from git itself
     assert json.loads(first.read_text())["commit_info"]["id"] == "feedc0ffee12"
     gate = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "--benchmark-only",
-            f"--benchmark-storage={saved}", "--benchmark-compare=0001", "--benchmark-compare-fail=mean:60%",
+            f"--benchmark-storage={saved}", "--benchmark-compare=0001", "--benchmark-compare-fail=min:100%",
             "-k", "single", "tests/test_benchmark_cases.py"]
     same = subprocess.run(gate, cwd=ROOT, capture_output=True, text=True, env=env, timeout=300)
     assert same.returncode == 0, same.stdout + same.stderr
