@@ -1,5 +1,5 @@
 """What a CPU can check of the JPEG-fed and whole-step knobs: the hardware decoder's share per GPU, the
-dtype DALI delivers, the loss scaler's facts and the refusal of a span that never updated, fused SGD's
+dtype DALI and the synthetic batch are delivered in, the loss scaler's facts and the refusal of a span that never updated, fused SGD's
 momentum buffers, the synthetic batch a captured step reads, and the autocast cache outside a capture."""
 import math
 
@@ -10,6 +10,8 @@ from bench.core.case import Case
 from bench.worker import precision
 from bench.worker.context import RankContext
 from bench.worker.loaders.dali import hw_decoder_share, output_dtype
+from bench.worker.loaders import synthetic
+from bench.worker.loaders.common import half_input
 from bench.worker.loaders.synthetic import SyntheticLoader
 from bench.worker.loop import scaler_facts
 
@@ -30,6 +32,20 @@ def test_dali_delivers_what_the_model_reads_first():
     assert output_dtype("fp16", on_gpu=True) == "FLOAT16"
     assert {output_dtype(p, True) for p in ("fp32", "tf32", "bf16")} == {"FLOAT"}
     assert output_dtype("fp16", on_gpu=False) == "FLOAT"  # the CPU path keeps float32
+
+
+def test_the_synthetic_batch_comes_in_the_dtype_dali_delivers(monkeypatch):
+    # the same rule for both, so a fed step and its synthetic ceiling run one compiled program
+    assert [half_input(p, on_gpu=True) for p in ("fp16", "bf16", "tf32", "fp32")] == [True, False, False, False]
+    assert not half_input("fp16", on_gpu=False)
+    case = Case(device="cpu", model="resnet18", num_classes=10, batch_size=4, image_size=32, precision="bf16")
+    loader = SyntheticLoader(case, RankContext())
+    assert next(iter(loader))[0].dtype == torch.float32 and loader.facts()["loader_dtype"] == "float"
+    monkeypatch.setattr(synthetic, "half_input", lambda precision, on_gpu: True)  # as fp16 on a GPU rules
+    loader = SyntheticLoader(case, RankContext())
+    images = next(iter(loader))[0]
+    assert images.dtype == torch.float16 and loader.facts()["loader_dtype"] == "float16"
+    assert images.shape == (4, 3, 32, 32) and images.float().std().item() > 0.5  # the same random batch
 
 
 def test_the_default_share_is_chosen_per_gpu_and_the_old_one_is_a_case_of_its_own():

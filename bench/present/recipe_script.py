@@ -1,6 +1,6 @@
-"""The text of a recipe script (present/recipe.py fills it): a plain PyTorch training loop with the
-measured settings, its input (one synthetic batch, or JPEGs through DALI or the torch DataLoader),
-and the suite's way of timing itself. Braces that the script itself uses are doubled."""
+"""The text of a recipe script (present/recipe.py fills it): a plain PyTorch training loop with the measured
+settings, its input (one synthetic batch, or JPEGs through DALI or the torch DataLoader) and the suite's
+timing. Braces that the script itself uses are doubled."""
 from __future__ import annotations
 
 HEAD = '''#!/usr/bin/env python3
@@ -37,7 +37,8 @@ def batches(device, rank, world):
     g = torch.Generator().manual_seed(S["seed"] + rank)
     fmt = torch.channels_last if S["channels_last"] else torch.contiguous_format
     images = torch.randn(S["batch_size"], 3, S["image_size"], S["image_size"], generator=g)
-    images = images.to(device).contiguous(memory_format=fmt)
+    half = S["precision"] == "fp16" and device.type == "cuda"  # the dtype DALI delivers: one program, fed or not
+    images = images.to(device, torch.float16 if half else torch.float32).contiguous(memory_format=fmt)
     labels = torch.randint(0, S["num_classes"], (S["batch_size"],), generator=g).to(device)
     while True:
         yield images, labels
@@ -222,9 +223,8 @@ def main():
     impl = {{"default": {{}}, "foreach": {{"foreach": True}}, "fused": {{"fused": True}}}}[S["optimizer_impl"]]
     optimizer = torch.optim.SGD(params, lr=0.01, momentum=0.9, **impl)
     if S["optimizer_impl"] == "fused":
-        # zeroed momentum before the first step (the same update): fused SGD otherwise makes its buffers
-        # with empty_like and fills them in the step's kernel, which a step skipped for an fp16 overflow
-        # never runs, leaving them uninitialised
+        # zeroed momentum before the first step (the same update): fused SGD otherwise makes its buffers with
+        # empty_like and fills them in the step's kernel, which a step skipped for an fp16 overflow never runs
         for group in optimizer.param_groups:
             for p in group["params"]:
                 optimizer.state[p]["momentum_buffer"] = torch.zeros_like(p)

@@ -12,7 +12,7 @@ import time
 from PIL import Image
 
 from ...data import folder as data
-from .common import SkipCase, cores_per_rank
+from .common import SkipCase, cores_per_rank, dtype_fact, half_input
 from .normalize import MEAN_255, STD_255
 
 INSTALL_HINT = "pip install nvidia-dali-cuda130 (CUDA 13) or nvidia-dali-cuda120 (CUDA 12)"
@@ -48,9 +48,8 @@ CROP_WINDOW = {"random_area": [0.08, 1.0], "random_aspect_ratio": [0.75, 4 / 3]}
 
 
 def output_dtype(precision: str, on_gpu: bool) -> str:
-    """The dtype the model consumes first: fp16 autocast takes half-precision images as they are, so
-    DALI writes them so and no conversion runs on the GPU; the other precisions read float32."""
-    return "FLOAT16" if precision == "fp16" and on_gpu else "FLOAT"
+    """DALI's name of the dtype the model consumes first (common.half_input)."""
+    return "FLOAT16" if half_input(precision, on_gpu) else "FLOAT"
 
 
 def _pipeline(case, ctx, files, labels, batch, share):
@@ -124,7 +123,7 @@ class DaliLoader:
     def facts(self) -> dict:
         facts = {"loader_images": self.images, "non_jpeg_files_skipped": self.skipped_files,
                  "loader_threads": cores_per_rank(self.case.dali_threads),
-                 "loader_dtype": output_dtype(self.case.precision, self.device.type == "cuda").lower(),
+                 "loader_dtype": dtype_fact(half_input(self.case.precision, self.device.type == "cuda")),
                  "loader_handoff": self.handoff, "loader_crop": self.case.dali_crop}
         if self.case.dali_device == "mixed":
             facts.update(hw_decoder_load_used=self.share, hw_decoder_load_why=self.share_why)

@@ -3,6 +3,8 @@ from __future__ import annotations
 
 import torch
 
+from .common import dtype_fact, half_input
+
 
 class SyntheticLoader:
     stable_batches = True
@@ -14,7 +16,8 @@ class SyntheticLoader:
         images = torch.randn(n, 3, case.image_size, case.image_size, generator=g)
         labels = torch.randint(0, case.num_classes, (n,), generator=g)
         fmt = torch.channels_last if case.channels_last else torch.contiguous_format
-        self.images = images.to(ctx.device).contiguous(memory_format=fmt)
+        self.half = half_input(case.precision, ctx.device.type == "cuda")  # in the dtype DALI would deliver
+        self.images = images.to(ctx.device, torch.float16 if self.half else torch.float32).contiguous(memory_format=fmt)
         self.labels = labels.to(ctx.device)
 
     def __iter__(self):
@@ -22,7 +25,7 @@ class SyntheticLoader:
             yield self.images, self.labels
 
     def facts(self) -> dict:
-        return {"loader_images": None}
+        return {"loader_images": None, "loader_dtype": dtype_fact(self.half)}
 
     def close(self) -> None:
         pass
