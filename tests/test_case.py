@@ -14,6 +14,7 @@ from bench.core.case import Case, CaseError
     ({"dali_device": "gpu"}, "dali_device", "mixed, cpu"),
     ({"accumulation_mode": "sometimes"}, "accumulation_mode", "article, no_sync"),
     ({"dp_device_selection": "random"}, "dp_device_selection", "default, free_memory"),
+    ({"compile": "default", "compile_wrapper": "c++"}, "compile_wrapper", "python, cpp"),
 ])
 def test_bad_choice_names_field_and_accepted_values(changes, field, accepted):
     with pytest.raises(CaseError) as e:

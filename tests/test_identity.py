@@ -64,6 +64,17 @@ def test_where_dali_cuts_the_crop_is_a_knob_of_its_own():
     assert "/whole-decode" in labels.describe(whole.to_dict()) and "whole" not in labels.describe(fed.to_dict())
 
 
+def test_the_compiled_kernels_launched_from_cpp_is_a_knob_of_its_own():
+    compiled = Case(precision="fp16", channels_last=True, compile="default", compile_scope="step")
+    stored = {k: v for k, v in compiled.to_dict().items() if k != "compile_wrapper"}
+    assert compiled.compile_wrapper == "python" and identity.case_id(stored) == compiled.case_id  # stored before it
+    cpp = compiled.replace(compile_wrapper="cpp")
+    assert "-compile-default-step-cpp-" in cpp.case_id and "-cpp-" not in compiled.case_id
+    assert identity.differing_fields(compiled, cpp) == {"compile_wrapper"}
+    assert "compile:default/step/cpp-wrapper" in labels.describe(cpp.to_dict())
+    assert "cpp" not in labels.describe(compiled.to_dict())
+
+
 def test_every_case_field_has_its_id_default():
     assert set(identity.ID_DEFAULTS) == set(Case().to_dict())
 

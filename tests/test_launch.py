@@ -216,6 +216,7 @@ def test_compile_knob_runs_and_reports_its_first_step(tiny, scope, precision, op
     assert m["first_step_s"] > 5 * m["step_time_median_s"]
     # checked after the windows (a hook would force recompiles in them)
     assert m["compute_dtypes"] == {"cpu": {"fp32": "float32", "bf16": "bfloat16"}[precision]}
+    assert r["ranks"][0]["cpp_wrapper_graphs"] == 0  # Inductor's Python wrapper, as the label says
 
 
 def test_a_case_in_fresh_processes_judged_against_the_runs_noise_floor(tmp_path):

@@ -351,6 +351,33 @@ def test_a_winner_captured_as_a_cuda_graph_is_also_fed_with_an_eager_step():
     assert all(c.case.cuda_graph == out.best.case.cuda_graph for c in out.fed)
 
 
+def test_a_compiled_winner_is_also_tried_with_its_kernels_launched_from_cpp():
+    start = recommend.start_case(BASE, 1)
+    names = [name for name, _ in recommend.stages(start)]
+    assert names.index("wrapper") == names.index("graph") + 1  # after the changes that paid more
+    cpu_start = recommend.start_case(recipes.CPU_RECOMMEND_BASE, 1)
+    assert "wrapper" not in [name for name, _ in recommend.stages(cpu_start)]  # on a CPU the host is the device
+    assert "wrapper" not in [name for name, _ in recommend.stages(start, with_compile=False)]
+    compiled = start.replace(compile="default", compile_scope="step", optimizer_impl="fused")
+    fed = recommend.loader_changes(compiled, "/data")
+    assert fed[1][1]["dali_crop"] == "resize" and fed[2][1]["compile_wrapper"] == "cpp"
+    assert [c for _, c in fed].count(fed[2][1]) == 1
+    for winner in (start, compiled.replace(compile_wrapper="cpp"), compiled.replace(device="cpu", precision="bf16")):
+        assert not any("compile_wrapper" in c for _, c in recommend.loader_changes(winner, "/data"))
+    # in the search: the synthetic stage judged on the compiled winner, the fed one on the best fed so far
+    standin = StandIn({("optimizer_impl", "fused"): 20.0, ("compile", "default"): 12.0, ("loader", "dali"): -15.0,
+                       ("dali_crop", "resize"): 6.0, ("compile_wrapper", "cpp"): -4.0})
+    out = search(standin).run(BASE, 1, data_dir="/data")
+    (wrapper,) = [c for c in out.candidates if c.stage == "wrapper"]
+    assert wrapper.case.compile_wrapper == "cpp" and wrapper.note.startswith("-4.0%: slower")
+    assert out.best.case.compile == "default" and out.best.case.compile_wrapper == "python"
+    (fed_cpp,) = [c for c in out.fed if c.case.compile_wrapper == "cpp"]
+    assert fed_cpp.case.dali_crop == "resize" and fed_cpp.against.dali_crop == "resize"
+    assert fed_cpp.note.startswith("-4.0%: slower") and out.fed_best.case.compile_wrapper == "python"
+    text = recommend_text.render([out], 600, {})
+    assert "| JPEGs: dali mixed, whole decode, cpp wrapper " in text
+
+
 def test_a_change_the_configuration_cannot_take_is_named_not_fatal(monkeypatch):
     # DDP gets no whole-step CUDA graph stage; a change refused by the case's rules is named and skipped
     out = search(StandIn({})).run(BASE, 2, with_compile=False)

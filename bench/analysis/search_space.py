@@ -29,6 +29,10 @@ def stages(start: Case, with_compile: bool = True) -> list[tuple[str, list[dict]
     out.append(("batch", next_batch))
     if start.device == "cuda" and start.strategy == "single":
         out.append(("graph", [dict(cuda_graph=True, optimizer_impl="fused")]))
+    if with_compile and start.device == "cuda":
+        # the compiled step's kernels launched from C++: on one H200 the compiled step at batch 128 took
+        # 34.4 ms with the GPU busy in 56% of samples, so its host needed about that long to queue it
+        out.append(("wrapper", [dict(compile_wrapper="cpp")]))
     if with_compile:  # the other scope, after the changes that paid more
         out.append(("compile", [dict(compile="default", compile_scope="model", **unstatic)]))
     precisions = ("fp16", "bf16") if start.device == "cuda" else ("bf16", "fp32")
@@ -65,9 +69,10 @@ LOADER_BUDGET_SHARE = 0.35
 def loader_changes(best: Case, data_dir: str) -> list[tuple[str, dict]]:
     """The winner fed by JPEGs, as (stage, change): DALI first (decoding on the GPU where there is one,
     with its hardware decoder's share chosen for the GPU and this machine's cores), then on a GPU whole
-    images decoded and cropped after and DALI on 4 threads, an eager step where the winner captured it as
-    a CUDA graph, the torch DataLoader, then DALI's batches handed to the training stream, its queue depth
-    and its decoder share one at a time; each over windows long enough for a loader's rounds."""
+    images decoded and cropped after, a compiled step's kernels launched from C++ and DALI on 4 threads,
+    an eager step where the winner captured it as a CUDA graph, the torch DataLoader, then DALI's batches
+    handed to the training stream, its queue depth and its decoder share one at a time; each over windows
+    long enough for a loader's rounds."""
     gpu = best.device == "cuda"
     window = recipes.loader_windows(best)
     # threads left at their default (the cores, AUTO): a later knob built on a winner of 4 keeps them
@@ -77,6 +82,10 @@ def loader_changes(best: Case, data_dir: str) -> list[tuple[str, dict]]:
         # a region may go to DALI's CPU-and-SM decoder, a whole image to the hardware JPEG engines: on one
         # H200 DALI alone delivered 19,512.7 images/s decoding whole images against 16,135.7 for regions
         out.append(("loader", dict(dali, dali_crop="resize")))
+        if best.compile and best.compile_wrapper == "python":
+            # the host queues a compiled step kernel by kernel while it also feeds it: there fed compiled steps
+            # at batch 256 kept the GPU busy in 81-88% of samples with no input stall counted
+            out.append(("loader", dict(dali, compile_wrapper="cpp")))
         # there DALI-fed compiled steps at batch 256 ran 78-85% of synthetic, the device idle, no input stall:
         # the host thread queued the step late; DALI's threads, bursting over every core, may delay it
         out.append(("loader", dict(dali, dali_threads=LEAN_DALI_THREADS)))

@@ -1,31 +1,15 @@
-"""One benchmark case: every knob of a run, validated before anything starts. A `Case` is frozen and
-JSON-serialisable; its id and which knobs make two cases the same are core/identity.py's."""
+"""One benchmark case: every knob of a run, validated before anything starts (core/case_checks.py). A `Case`
+is frozen and JSON-serialisable; its id and which knobs make two cases the same are core/identity.py's."""
 from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass, fields
 
 from . import identity
-from .cuda_graph_rules import check_cuda_graph
+from .case_checks import (  # noqa: F401 (the accepted values, read from here too)
+    ACCUMULATION_MODES, AUTO, COMPILE_MODES, COMPILE_SCOPES, COMPILE_WRAPPERS, DALI_CROPS, DALI_DEVICES, DALI_HANDOFFS, DEVICES,
+    DP_DEVICE_SELECTIONS, FAULTS, LOADERS, MODELS, OPTIMIZER_IMPLS, PRECISIONS, STRATEGIES, idle_knobs, validate)
 from .errors import CaseError
-
-MODELS = ("resnet50", "resnet18")
-STRATEGIES = ("single", "dp", "ddp")
-PRECISIONS = ("fp32", "tf32", "bf16", "fp16")
-LOADERS = ("synthetic", "torch", "dali")
-DEVICES = ("cuda", "cpu")
-DALI_DEVICES = ("mixed", "cpu")
-DALI_HANDOFFS = ("host", "stream")
-DALI_CROPS = ("decoder", "resize")
-ACCUMULATION_MODES = ("article", "no_sync")
-DP_DEVICE_SELECTIONS = ("default", "free_memory")
-FAULTS = ("", "oom", "crash", "hang")
-AUTO = -1
-"""`num_workers` / `dali_threads` value meaning: this machine's cores shared over its ranks, resolved
-when the case runs and stored as a fact, so a case id does not change with the machine."""
-COMPILE_MODES = ("", "default", "reduce-overhead", "max-autotune-no-cudagraphs", "max-autotune")
-COMPILE_SCOPES = ("model", "step")
-OPTIMIZER_IMPLS = ("default", "foreach", "fused")
 
 
 @dataclass(frozen=True)
@@ -62,6 +46,10 @@ class Case:
     compile_scope: str = "model"
     """What `compile` compiles: `model` (the network alone) or `step` (forward and loss as one
     function, whose backward AOTAutograd compiles with it); needs `compile`."""
+    compile_wrapper: str = "python"
+    """The code Inductor writes around a compiled graph's kernels to launch them: `python`, or `cpp` (its C++
+    wrapper: less host time per launch, for a step whose host queues it slower than the GPU runs it, at
+    more compile time); needs `compile`."""
     optimizer_impl: str = "default"
     """SGD's implementation: `default` (PyTorch's choice: foreach on GPUs), `foreach` or `fused`
     (one kernel for every parameter's update)."""
@@ -205,114 +193,3 @@ class Case:
 
     def replace(self, **changes) -> "Case":
         return dataclasses.replace(self, **changes)
-
-
-def _one_of(name, value, accepted):
-    if value not in accepted:
-        shown = ", ".join(repr(a) if a == "" else a for a in accepted)
-        raise CaseError(f"{name}={value!r} is not accepted; use one of: {shown}")
-
-
-def _at_least(name, value, low, kind=int):
-    if isinstance(value, bool) or not isinstance(value, (int, float) if kind is float else int):
-        raise CaseError(f"{name}={value!r} must be {'a number' if kind is float else 'a whole number'} >= {low}")
-    if value < low:
-        raise CaseError(f"{name}={value!r} must be >= {low}")
-
-
-def validate(c: Case) -> None:
-    """Raise CaseError naming the first field that is wrong and what it accepts."""
-    _one_of("model", c.model, MODELS)
-    _one_of("strategy", c.strategy, STRATEGIES)
-    _one_of("precision", c.precision, PRECISIONS)
-    _one_of("loader", c.loader, LOADERS)
-    _one_of("device", c.device, DEVICES)
-    _one_of("dali_device", c.dali_device, DALI_DEVICES)
-    _one_of("dali_handoff", c.dali_handoff, DALI_HANDOFFS)
-    _one_of("dali_crop", c.dali_crop, DALI_CROPS)
-    _one_of("accumulation_mode", c.accumulation_mode, ACCUMULATION_MODES)
-    _one_of("dp_device_selection", c.dp_device_selection, DP_DEVICE_SELECTIONS)
-    _one_of("fault", c.fault, FAULTS)
-    _one_of("compile", c.compile, COMPILE_MODES)
-    _one_of("compile_scope", c.compile_scope, COMPILE_SCOPES)
-    _one_of("optimizer_impl", c.optimizer_impl, OPTIMIZER_IMPLS)
-    for name in ("channels_last", "cudnn_benchmark", "loader_only", "overhead_check", "pin_memory", "non_blocking", "persistent_workers",
-                 "dp_loss_in_forward", "gradient_as_bucket_view", "static_graph", "broadcast_buffers", "cuda_graph"):
-        if not isinstance(getattr(c, name), bool):
-            raise CaseError(f"{name}={getattr(c, name)!r} must be true or false")
-    _at_least("gpus", c.gpus, 1)
-    _at_least("batch_size", c.batch_size, 1)
-    _at_least("num_classes", c.num_classes, 2)
-    _at_least("image_size", c.image_size, 32)
-    _at_least("warmup_steps", c.warmup_steps, 0)
-    _at_least("steps", c.steps, 1)
-    _at_least("repeats", c.repeats, 1)
-    _at_least("num_workers", c.num_workers, AUTO)
-    _at_least("prefetch_factor", c.prefetch_factor, 1)
-    _at_least("accumulation_steps", c.accumulation_steps, 1)
-    _at_least("profile_steps", c.profile_steps, 0)
-    if c.dali_threads == 0:
-        raise CaseError("dali_threads=0 must be -1 (cores per rank) or >= 1")
-    _at_least("dali_threads", c.dali_threads, AUTO)
-    _at_least("min_window_s", c.min_window_s, 0.0, float)
-    _at_least("fault_rank", c.fault_rank, 0)
-    _at_least("timeout_s", c.timeout_s, 1, float)
-    _at_least("bucket_cap_mb", c.bucket_cap_mb, 0.0, float)
-    if c.hw_decoder_load != AUTO:
-        _at_least("hw_decoder_load", c.hw_decoder_load, 0.0, float)
-    if c.hw_decoder_load > 1:
-        raise CaseError(f"hw_decoder_load={c.hw_decoder_load!r} must be -1 (chosen for the GPU) or between 0 and 1")
-    _at_least("dali_prefetch_depth", c.dali_prefetch_depth, 1)
-
-    if c.device == "cpu" and c.precision == "tf32":
-        raise CaseError("precision='tf32' needs device='cuda'; on cpu use fp32, bf16 or fp16")
-    if c.strategy == "single" and c.gpus != 1:
-        raise CaseError(f"gpus={c.gpus} with strategy='single'; single runs on exactly 1 GPU (use dp or ddp for more)")
-    if c.device == "cpu" and c.strategy == "dp" and c.gpus != 1:
-        raise CaseError(f"gpus={c.gpus} with strategy='dp' on device='cpu'; DataParallel on the cpu has one device, so gpus must be 1")
-    if c.loader in ("torch", "dali") and not c.data_dir:
-        raise CaseError(f"loader={c.loader!r} needs data_dir (an ImageFolder tree; make one with `python -m bench data make`)")
-    if c.loader == "dali" and c.device == "cpu" and c.dali_device != "cpu":
-        raise CaseError("dali_device='mixed' decodes on a GPU; with device='cpu' use dali_device='cpu'")
-    if c.num_workers == 0 and c.persistent_workers:
-        raise CaseError("persistent_workers=true needs num_workers >= 1")
-    if c.accumulation_steps > 1 and c.strategy != "ddp":
-        raise CaseError(f"accumulation_steps={c.accumulation_steps} is measured with strategy='ddp' only")
-    if c.dp_output_device >= c.gpus:
-        raise CaseError(f"dp_output_device={c.dp_output_device} must be -1 or an index below gpus={c.gpus}")
-    if c.strategy != "dp" and (c.dp_device_selection != "default" or c.dp_output_device != -1 or c.dp_loss_in_forward):
-        raise CaseError("dp_device_selection, dp_output_device and dp_loss_in_forward apply to strategy='dp' only")
-    if c.loader_only and c.loader == "synthetic":
-        raise CaseError("loader_only=true measures a real input pipeline; use loader='torch' or 'dali'")
-    if c.overhead_check and (c.loader != "synthetic" or c.strategy == "dp" or c.accumulation_steps > 1):
-        raise CaseError("overhead_check=true compares loops on one synthetic batch: it needs loader='synthetic', "
-                        "strategy single or ddp, and accumulation_steps=1")
-    if c.compile in ("reduce-overhead", "max-autotune") and c.device != "cuda":
-        raise CaseError(f"compile={c.compile!r} replays CUDA graphs and needs device='cuda'; on the cpu use "
-                        "'default' or 'max-autotune-no-cudagraphs'")
-    if c.compile and c.strategy == "dp":
-        raise CaseError("compile with strategy='dp' is not supported (DataParallel re-replicates every step); use single or ddp")
-    if c.cuda_graph:
-        check_cuda_graph(c)
-    for pair in c.nccl_env:
-        if len(pair) != 2 or not str(pair[0]).startswith("NCCL_"):
-            raise CaseError(f"nccl_env entry {pair!r} must be a (name, value) pair whose name starts with NCCL_")
-    if c.fault and c.fault_rank >= c.gpus:
-        raise CaseError(f"fault_rank={c.fault_rank} must be below gpus={c.gpus}")
-    idle = idle_knobs(c)
-    if idle:
-        name, why = idle[0]
-        raise CaseError(f"{name}={getattr(c, name)!r} does nothing here ({why}); leave it at its default "
-                        f"{_DEFAULTS[name]!r}")
-
-
-_DEFAULTS = {f.name: f.default for f in fields(Case)}
-
-
-def idle_knobs(c: Case) -> list[tuple[str, str]]:
-    """Knobs set away from their default in a case where they change nothing: a label must never
-    claim a setting that did not act."""
-    found = []
-    for names, why in identity.idle_rules(c.to_dict()):
-        found += [(n, why) for n in names if getattr(c, n) != _DEFAULTS[n] and (n, why) not in found]
-    return found

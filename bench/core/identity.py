@@ -23,7 +23,7 @@ ID_DEFAULTS = {
     "accumulation_mode": "article", "nccl_env": [], "warmup_steps": 10, "steps": 30, "min_window_s": 0.0,
     "repeats": 3, "timeout_s": 900.0, "seed": 0, "overhead_check": False, "fault": "", "fault_rank": 0,
     "cuda_graph": False, "dali_prefetch_depth": 2, "dali_handoff": "host", "profile_steps": 0,
-    "dali_crop": "decoder",
+    "dali_crop": "decoder", "compile_wrapper": "python",
 }
 """Each field's value when ids were fixed, frozen: a field set to it is left out of the id. A new
 field is added here with its default (a stored case predates it and ran that way); a Case default
@@ -61,7 +61,9 @@ def idle_rules(c: dict) -> list[tuple[tuple[str, ...], str]]:
         (("hw_decoder_load",), c["dali_device"] != "mixed", "the hardware decoder is used by dali_device='mixed' only"),
         (("accumulation_mode",), c["accumulation_steps"] == 1, "accumulation_mode needs accumulation_steps > 1"),
         (("compile_scope",), not c["compile"], "compile_scope needs compile"),
-        (("precision", "compile", "compile_scope", "cudnn_benchmark", "overhead_check", "optimizer_impl", "cuda_graph"),
+        (("compile_wrapper",), not c["compile"], "compile_wrapper needs compile (it writes compiled code)"),
+        (("precision", "compile", "compile_scope", "compile_wrapper", "cudnn_benchmark", "overhead_check", "optimizer_impl",
+          "cuda_graph"),
          c["loader_only"], "loader_only=true runs no model"),
     ]
     return [(names, why) for names, idle, why in rules if idle]
@@ -93,7 +95,8 @@ def case_id(case) -> str:
     if c["accumulation_steps"] > 1:
         parts.append(f"acc{c['accumulation_steps']}-{c['accumulation_mode']}")
     if c["compile"]:
-        parts.append("compile-" + c["compile"] + ("-step" if c["compile_scope"] == "step" else ""))
+        parts.append("compile-" + c["compile"] + ("-step" if c["compile_scope"] == "step" else "")
+                     + ("-cpp" if c["compile_wrapper"] == "cpp" else ""))
     if c["optimizer_impl"] != "default":
         parts.append("sgd-" + c["optimizer_impl"])
     if c["cuda_graph"]:

@@ -11,6 +11,7 @@ def describe(case: dict) -> str:
         parts.append("NHWC")
     if case.get("compile"):
         parts.append(f"compile:{case['compile']}" + ("/step" if case.get("compile_scope") == "step" else "")
+                     + ("/cpp-wrapper" if case.get("compile_wrapper", "python") == "cpp" else "")
                      + (" (CUDA graphs)" if case["compile"] in CUDA_GRAPH_MODES else ""))
     if case.get("optimizer_impl", "default") != "default":
         parts.append(f"SGD {case['optimizer_impl']}")

@@ -11,15 +11,16 @@ from __future__ import annotations
 from pathlib import Path
 
 from ..core.case import Case
-from . import recipe_script
+from . import recipe_inputs, recipe_script
 
 RECIPE_KNOBS = ("model", "num_classes", "image_size", "device", "gpus", "strategy", "batch_size", "precision",
-                "channels_last", "cudnn_benchmark", "compile", "compile_scope", "optimizer_impl", "cuda_graph",
-                "bucket_cap_mb", "gradient_as_bucket_view", "static_graph", "broadcast_buffers", "seed")
+                "channels_last", "cudnn_benchmark", "compile", "compile_scope", "compile_wrapper", "optimizer_impl",
+                "cuda_graph", "bucket_cap_mb", "gradient_as_bucket_view", "static_graph", "broadcast_buffers", "seed")
 LOADER_KNOBS = {"dali": ("dali_device", "hw_decoder_load", "dali_threads", "dali_prefetch_depth", "dali_handoff",
                          "dali_crop"),
                 "torch": ("num_workers", "pin_memory", "non_blocking", "persistent_workers", "prefetch_factor")}
-BLOCKS = {"synthetic": recipe_script.SYNTHETIC, "dali": recipe_script.DALI, "torch": recipe_script.TORCH}
+BLOCKS = {"synthetic": recipe_inputs.SYNTHETIC, "dali": recipe_inputs.DALI, "torch": recipe_inputs.TORCH}
+
 
 def file_name(case: Case) -> str:
     return f"recipe_{case.gpus}gpu" + ("" if case.loader == "synthetic" else "_jpeg") + ".py"

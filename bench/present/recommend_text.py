@@ -87,6 +87,8 @@ def fed_source(case, synthetic=None) -> str:
     """The loader and the knobs it was tried with, in a cell; and the step, where it is not the one of
     the synthetic winner it feeds."""
     step = ", eager step" if synthetic is not None and synthetic.cuda_graph and not case.cuda_graph else ""
+    if synthetic is not None and case.compile_wrapper != synthetic.compile_wrapper:
+        step += f", {case.compile_wrapper} wrapper"
     if case.loader != "dali":
         return f"{case.loader} DataLoader{step}"
     knobs = [f"dali {case.dali_device}"]

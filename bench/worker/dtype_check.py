@@ -1,4 +1,5 @@
-"""The precision label checked against what ran: the dtype the classifier's logits came out in."""
+"""Labels checked against what ran: the precision, by the dtype the classifier's logits came out in, and
+the compile wrapper, by the graphs Inductor built with its C++ wrapper."""
 from __future__ import annotations
 
 from ..core.case import Case
@@ -10,7 +11,7 @@ EXPECTED_DTYPE = {"fp32": "float32", "tf32": "float32", "bf16": "bfloat16", "fp1
 
 
 class LabelMismatch(RuntimeError):
-    """The numbers were computed in another dtype than the precision label says."""
+    """What ran is not what the label says (the numbers' dtype, the compiled graphs' wrapper)."""
 
 
 def check_label(case: Case, dtypes: dict) -> None:
@@ -46,3 +47,12 @@ def compute_dtypes(trainer: Trainer, batches) -> dict:
     finally:
         handle.remove()
     return seen
+
+
+def check_compile_wrapper(wrapper: str, cpp_graphs: int | None) -> int | None:
+    """The compile_wrapper label against what Inductor built: `cpp` means graphs launched from C++ code,
+    `python` none; returns the count, stored with the record (None where this torch does not say)."""
+    if cpp_graphs is not None and (wrapper == "cpp") != (cpp_graphs > 0):
+        raise LabelMismatch(f"compile_wrapper={wrapper} but Inductor built {cpp_graphs} compiled graph(s) with its "
+                            "C++ wrapper")
+    return cpp_graphs

@@ -14,14 +14,14 @@ from ..core.case import Case
 from ..core.labels import CUDA_GRAPH_MODES
 from . import extra_windows, loaders
 from .context import RankContext, synchronize
-from .dtype_check import LabelMismatch, check_label, compiled_dtypes, compute_dtypes
+from .dtype_check import LabelMismatch, check_compile_wrapper, check_label, compiled_dtypes, compute_dtypes
 from .faults import inject_fault
 from .gpu_sampler import sampler_for
 from .heartbeat import heartbeat
 from .phases import mark
 from .span import timed_span
 from .timing import StepTimer
-from .trainer import LoaderOnly, Trainer, cuda_graph_skips
+from .trainer import LoaderOnly, Trainer, cpp_wrapper_graphs, cuda_graph_skips
 
 SLOWDOWN_VAR = "BENCH_INJECT_SLOWDOWN_PCT"
 """Test of the comparison method only: every measured step is followed by an idle pause of this
@@ -63,7 +63,7 @@ def measure(case: Case, ctx: RankContext) -> dict:
         first_step_s = time.perf_counter() - t
         mark("first_step_end")
         # a hook added to a compiled model would force recompiles inside the span: its probe runs after
-        dtypes = {}
+        dtypes, compile_facts = {}, {}
         if not case.loader_only and not case.compile and not case.cuda_graph:
             dtypes = compute_dtypes(trainer, batches)
             check_label(case, dtypes)
@@ -106,6 +106,8 @@ def measure(case: Case, ctx: RankContext) -> dict:
             if case.compile in CUDA_GRAPH_MODES and cuda_graph_skips():
                 raise LabelMismatch(f"compile={case.compile} means CUDA graphs, but Inductor ran "
                                     f"{cuda_graph_skips()} compiled graph(s) without them")
+        if case.compile and not case.loader_only:
+            compile_facts = {"cpp_wrapper_graphs": check_compile_wrapper(case.compile_wrapper, cpp_wrapper_graphs())}
         loss = float(trainer.last_loss.detach().float()) * case.accumulation_steps
         return {
             **span, "images": [per_step_images * steps] * case.repeats, "steps_per_window": steps,
@@ -116,7 +118,7 @@ def measure(case: Case, ctx: RankContext) -> dict:
             "allreduce_calls_per_step": None, "last_loss": loss,
             **scaler_facts(scale_before, scale_after),
             "gpu_samples": sampler.summary() if sampler else {}, **extra,
-            **peak_memory(ctx), **trainer.strategy.facts(), **loader.facts(),
+            **peak_memory(ctx), **trainer.strategy.facts(), **loader.facts(), **compile_facts,
         }
     finally:
         loader.close()

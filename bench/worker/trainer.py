@@ -37,6 +37,8 @@ class Trainer:
         self.model = model
         if case.compile in CUDA_GRAPH_MODES:
             demand_cuda_graphs()
+        if case.compile:
+            set_compile_wrapper(case.compile_wrapper)
         self.loss = lambda images, labels: (self.strategy.loss(images, labels), None)
         if case.compile and case.compile_scope == "model":
             self.strategy.model = torch.compile(self.strategy.model, mode=case.compile)
@@ -91,6 +93,21 @@ def demand_cuda_graphs() -> None:
     import torch._inductor.config as inductor_config
     if hasattr(inductor_config.triton, "cudagraph_or_error"):
         inductor_config.triton.cudagraph_or_error = True
+
+
+def set_compile_wrapper(wrapper: str) -> None:
+    """The code Inductor writes to launch this process's compiled kernels, read as each graph compiles: set
+    either way, so a TORCHINDUCTOR_CPP_WRAPPER in the environment cannot make the label untrue."""
+    import torch._inductor.config as inductor_config
+    inductor_config.cpp_wrapper = wrapper == "cpp"
+
+
+def cpp_wrapper_graphs() -> int | None:
+    """Compiled graphs whose launching code Inductor built in C++ in this process (None: this torch
+    does not say)."""
+    from torch._inductor.codecache import CppWrapperCodeCache
+    cache = getattr(CppWrapperCodeCache, "cache", None)
+    return len(cache) if isinstance(cache, dict) else None
 
 
 def cuda_graph_skips() -> int:
