@@ -63,6 +63,27 @@ def test_gpu_decoding_behind_a_busy_gpu_is_said_so():
     assert "same GPU" not in diagnose.diagnose(rec)["evidence"]
 
 
+def test_a_gpu_idle_with_no_input_stall_or_sync_is_host_bound():
+    def ranks(util):
+        return [{"windows_s": [1.0], "gpu_samples": {"0": {"gpu_util_pct": {"mean": util}}}}]
+    # the 128-image compiled step on one H200: 34.4 ms a step, GPU busy 56% of samples, input stall 0%
+    d = diagnose.diagnose(_record(stall=0.0, ranks=ranks(56.0), gpus=1))
+    assert d["verdict"] == "host-bound"
+    assert d["evidence"].startswith("GPU busy 56% of samples with input stall 0%: the host queues each step slower")
+    assert "compile_wrapper=cpp" in d["evidence"]
+    fed = _record(stall=0.1, ranks=ranks(81.0), gpus=1)  # fed by DALI at batch 256: the host also feeds
+    fed["case"].update(loader="dali", dali_device="mixed")
+    fed["metrics"]["host_cpu_busy_pct"] = 14.0
+    d = diagnose.diagnose(fed)
+    assert d["verdict"] == "host-bound" and d["evidence"].endswith("give it time back; host CPUs 14% busy")
+    assert diagnose.diagnose(_record(stall=0.0, ranks=ranks(90.0), gpus=1))["verdict"] == "compute-bound"
+    assert diagnose.diagnose(_record(stall=30.0, ranks=ranks(56.0), gpus=1))["verdict"] == "input-bound"
+    assert diagnose.diagnose(_record(stall=0.0, gpus=1))["verdict"] == "compute-bound"  # no samples: no claim
+    on_cpu = _record(stall=0.0, ranks=ranks(56.0), gpus=1)
+    on_cpu["case"]["device"] = "cpu"
+    assert diagnose.diagnose(on_cpu)["verdict"] == "compute-bound"  # on a CPU the host is the device
+
+
 def test_the_hosts_cores_are_named_where_a_loader_decodes_on_them():
     rec = _record(wait=5.0, stall=40.0, gpus=1)
     rec["metrics"].update(host_cpu_busy_pct=97.4, host_cpu_steal_pct=6.25)

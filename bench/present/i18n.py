@@ -114,7 +114,7 @@ TEXT = {
         "noise_cols": ["提交", "运行", "噪声底标准差 %", "进程数", "结束时标准差 %", "中位数变化 %"],
         "verdicts": {"holds": "成立", "does not hold": "不成立", "inconclusive": "无法判定",
                      "cannot be measured here": "此处无法测量", "input-bound": "输入受限",
-                     "compute-bound": "计算受限", "communication-bound": "通信受限", "loader-only": "仅加载器",
+                     "compute-bound": "计算受限", "host-bound": "主机受限", "communication-bound": "通信受限", "loader-only": "仅加载器",
                      "met": "达到", "missed": "未达到", "not measured": "未测量"},
     },
 }
