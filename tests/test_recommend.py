@@ -34,9 +34,11 @@ class StandIn:
     is exercised without running anything."""
 
     def __init__(self, gains: dict, noise_pct: float = 2.0, eager_s: float = 30.0, compile_s: float = 90.0,
-                 final_gains: dict | None = None, fail: dict | None = None):
+                 final_gains: dict | None = None, fail: dict | None = None, extra=None, host_bound=None):
         self.gains, self.noise, self.eager_s, self.compile_s = gains, noise_pct, eager_s, compile_s
         self.final_gains, self.fail = final_gains or {}, fail or {}
+        # extra(case): a further gain in %; host_bound(case): whether its record's diagnosis says so
+        self.extra, self.host_bound = extra or (lambda case: 0.0), host_bound or (lambda case: False)
         self.now, self.calls = 0.0, []
 
     def clock(self):
@@ -48,7 +50,7 @@ class StandIn:
         for (knob, value), gain in gains.items():
             if getattr(case, knob) == value:
                 f *= 1 + gain / 100
-        return f
+        return f * (1 + self.extra(case) / 100)
 
     def __call__(self, case, processes, sweep):
         per = self.compile_s if case.compile else self.eager_s
@@ -63,6 +65,7 @@ class StandIn:
         half = f * self.noise / 100 / processes ** 0.5
         rec["metrics"] = {"images_per_s": f, "images_per_s_ci95": [f - half, f + half], "processes": processes,
                           "images_per_s_processes": [f] * processes, "steps_per_window": 10}
+        rec["diagnosis"] = {"verdict": "host-bound" if self.host_bound(case) else "compute-bound"}
         return rec
 
 
@@ -376,6 +379,26 @@ def test_a_compiled_winner_is_also_tried_with_its_kernels_launched_from_cpp():
     assert fed_cpp.note.startswith("-4.0%: slower") and out.fed_best.case.compile_wrapper == "python"
     text = recommend_text.render([out], 600, {})
     assert "| JPEGs: dali mixed, whole decode, cpp wrapper " in text
+
+
+def test_a_fed_step_the_host_queues_late_is_tried_at_once_on_a_larger_batch_the_search_ran():
+    # batch 256 wins synthetic (384: -3%, 512: -1%); fed at 256 the host is the bound, fed at 512 it is not
+    fed_512 = (lambda case: 9.0 if case.loader == "dali" and case.batch_size == 512 else 0.0)
+    standin = StandIn({("optimizer_impl", "fused"): 20.0, ("batch_size", 384): -3.0, ("batch_size", 512): -1.0,
+                       ("loader", "dali"): -15.0, ("loader", "torch"): -40.0}, extra=fed_512,
+                      host_bound=lambda case: case.loader == "dali" and case.batch_size == 256)
+    out = search(standin).run(BASE, 1, data_dir="/data", with_compile=False)
+    assert out.best.case.batch_size == 256
+    assert [c.case.batch_size for c in out.fed[:3]] == [256, 512, 512]  # right after the first, then built on
+    assert out.fed[1].against == out.fed[0].case and out.fed[1].note.startswith("kept, +7.9%: faster")
+    assert out.fed[2].case.dali_crop == "resize" and out.fed[2].against == out.fed[1].case
+    assert out.fed_best.case.batch_size == 512
+    # the later DALI knobs build on batch 512; another loader starts from the synthetic winner
+    assert {(c.case.loader, c.case.batch_size) for c in out.fed[1:]} == {("dali", 512), ("torch", 256)}
+    assert "| JPEGs: dali mixed, batch 512 (fed winner) " in recommend_text.render([out], 600, {})
+    # never where the step is not host-bound or no larger batch ran
+    assert recommend.fed_batch(out.fed[0].case, {"diagnosis": {"verdict": "input-bound"}}, out.candidates) is None
+    assert recommend.fed_batch(out.fed[1].case, out.fed[0].record, out.candidates) is None  # none above 512 ran
 
 
 def test_a_change_the_configuration_cannot_take_is_named_not_fatal(monkeypatch):

@@ -38,6 +38,7 @@ from .search_records import (  # noqa: F401 (the search's API)
 from .search_space import (  # noqa: F401 (the search's API)
     LOADER_BUDGET_SHARE,
     SWEEP,
+    fed_batch,
     loader_changes,
     next_batch,
     stages,
@@ -174,20 +175,28 @@ class Search:
     def _fed(self, outcome: Outcome, data_dir: str) -> None:
         """The winner fed by JPEGs, searched like the rest: another loader starts from the synthetic
         winner, a knob of the same loader from the best fed so far, and a change is kept only when
-        faster beyond noise than that best."""
-        synthetic, best = outcome.best, None
+        faster beyond noise than that best. Where the best fed so far is host-bound, a larger batch the
+        synthetic search ran is tried next (search_space.fed_batch)."""
+        synthetic, best, grown = outcome.best, None, False
         for stage, change in loader_changes(synthetic.case, data_dir):
-            same_loader = best is not None and best.case.loader == change["loader"]
-            cand = self._candidate(outcome, best if same_loader else synthetic, stage, change, fed=True)
-            if cand is None:
-                continue
-            if best is None or figure(best.record) is None:
-                cand.note = "where the fed search starts" if figure(cand.record) else \
-                    f"{cand.record['status']}: {cand.record.get('reason', '')}"[:200]
-                best = cand
-            else:
-                best = self._choose(best, cand)
+            best = self._fed_step(outcome, synthetic, best, stage, change)
+            grow = None if grown or best is None else fed_batch(best.case, best.record, outcome.candidates)
+            if grow:  # the host queues the fed step late: at once, before the loader's other knobs
+                grown, best = True, self._fed_step(outcome, synthetic, best, stage, grow)
         outcome.fed_best = best if best and figure(best.record) is not None else None
+
+    def _fed_step(self, outcome: Outcome, synthetic: Candidate, best: Candidate | None, stage: str,
+                  change: dict) -> Candidate | None:
+        """One fed candidate, from the best fed so far where it keeps that loader: the new best fed."""
+        same_loader = best is not None and best.case.loader == change["loader"]
+        cand = self._candidate(outcome, best if same_loader else synthetic, stage, change, fed=True)
+        if cand is None:
+            return best
+        if best is None or figure(best.record) is None:
+            cand.note = "where the fed search starts" if figure(cand.record) else \
+                f"{cand.record['status']}: {cand.record.get('reason', '')}"[:200]
+            return cand
+        return self._choose(best, cand)
 
     def _yardsticks(self, outcome: Outcome, base: Case, gpus: int) -> None:
         """The articles' baseline and optimized set-ups at this GPU count: stored ones of this commit

@@ -89,6 +89,8 @@ def fed_source(case, synthetic=None) -> str:
     step = ", eager step" if synthetic is not None and synthetic.cuda_graph and not case.cuda_graph else ""
     if synthetic is not None and case.compile_wrapper != synthetic.compile_wrapper:
         step += f", {case.compile_wrapper} wrapper"
+    if synthetic is not None and case.batch_size != synthetic.batch_size:
+        step += f", batch {case.batch_size}"
     if case.loader != "dali":
         return f"{case.loader} DataLoader{step}"
     knobs = [f"dali {case.dali_device}"]
