@@ -184,6 +184,20 @@ def test_the_budget_is_kept_and_what_it_left_out_is_named():
     assert len(out.candidates) < 1 + 3 + 3 + 1 + 2  # start, precision, compile, optimizer, batch
 
 
+def test_a_case_started_near_the_end_of_the_budget_is_stopped_at_it():
+    standin = StandIn({})
+    s = search(standin, budget_s=600.0)
+    case = BASE.replace(compile="default", compile_scope="step")
+    standin.now = 500.0  # 100 s left, plus 30 s of grace: one process gets 130 s
+    s.measure(case)
+    assert standin.now == 590.0  # the stand-in's compiled process took 90 s: 40 s left to share
+    s.measure(case.replace(batch_size=384), processes=2)
+    assert [c.timeout_s for c, _, _ in standin.calls] == [130.0, 20.0]
+    standin.now = 0.0  # a case's own shorter timeout stands, and the id ignores the cap
+    s.measure(case.replace(batch_size=512, timeout_s=90.0))
+    assert standin.calls[-1][0].timeout_s == 90.0 and standin.calls[0][0].case_id == case.case_id
+
+
 def test_time_kept_for_finals_that_cannot_fit_goes_to_the_candidates():
     # start, fused (+10%), compile step (+17%) and batch 384 (a tie): 240 s of a 400 s budget; the two
     # compiled finalists would need 2 x (90 + 90) s, more than is left, so batch 512 runs instead

@@ -109,3 +109,15 @@ def guess_s(case: Case, taken: list[dict]) -> float | None:
                  case.min_window_s)
     extra = (case.loader != "synthetic") + (case.strategy == "ddp" and case.gpus > 1)
     return outside + (case.repeats + extra) * window
+
+
+BUDGET_GRACE_S = 30.0
+"""How far past its budget a search lets a case it already started run before stopping it."""
+
+
+def budget_capped(case: Case, left_s: float, processes: int = 1) -> Case:
+    """The case with each of its `processes` given at most its share of the budget left (plus the grace)
+    as its timeout: a candidate whose compilation runs far past the estimate that let it start is stopped
+    and stored as a timeout, so the search ends near its budget with its answer and recipes written."""
+    share = max(1.0, (left_s + BUDGET_GRACE_S) / max(1, processes))
+    return case if case.timeout_s <= share else case.replace(timeout_s=round(share, 1))

@@ -20,7 +20,7 @@ import time
 from ..core import recipes, verdicts
 from ..core.case import Case
 from ..core.errors import CaseError
-from .plan import expected_s, seconds_per_process
+from .plan import budget_capped, expected_s, seconds_per_process
 from .search_records import (  # noqa: F401 (the search's API)
     Candidate,
     Outcome,
@@ -101,7 +101,7 @@ class Search:
         key = knobs_key(case)
         if processes == 1 and key in self.seen:
             return self.seen[key]
-        record = self.measure_case(case, processes, sweep)
+        record = self.measure_case(budget_capped(case, self.budget_s - self.elapsed(), processes), processes, sweep)
         self.walls.append((bool(case.compile), seconds_per_process(record)))
         if processes == 1:
             self.seen[key] = record
