@@ -76,6 +76,9 @@ def test_a_gpu_idle_with_no_input_stall_or_sync_is_host_bound():
     fed["metrics"]["host_cpu_busy_pct"] = 14.0
     d = diagnose.diagnose(fed)
     assert d["verdict"] == "host-bound" and d["evidence"].endswith("give it time back; host CPUs 14% busy")
+    dp = _record(stall=0.0, ranks=ranks(60.0), gpus=1)
+    dp["case"]["strategy"] = "dp"  # one process drives every GPU: its remedy is a process per GPU
+    assert diagnose.diagnose(dp)["evidence"].endswith("DDP's process per GPU gives each GPU a host thread of its own")
     assert diagnose.diagnose(_record(stall=0.0, ranks=ranks(90.0), gpus=1))["verdict"] == "compute-bound"
     assert diagnose.diagnose(_record(stall=30.0, ranks=ranks(56.0), gpus=1))["verdict"] == "input-bound"
     assert diagnose.diagnose(_record(stall=0.0, gpus=1))["verdict"] == "compute-bound"  # no samples: no claim

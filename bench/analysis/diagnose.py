@@ -95,11 +95,11 @@ def verdict(case: dict, d: dict) -> tuple[str, str]:
     if util and min(util) < GPU_BUSY_PCT and case.get("device", "cuda") == "cuda":
         # neither input nor sync kept it waiting, yet the GPU idled: the host queued the work late
         # (on one H200 a compiled step at batch 128: 34.4 ms a step, GPU busy 56% of samples)
+        remedy = ("DDP's process per GPU gives each GPU a host thread of its own" if case.get("strategy") == "dp" else
+                  "fewer launches a step (a larger batch, a CUDA graph, compile_wrapper=cpp) give it time back")
         return "host-bound", (f"GPU busy {min(util):.0f}% of samples with input stall {wait:.0f}%"
                               + (f" and exposed sync {comm:.0f}%" if comm is not None else "")
-                              + ": the host queues each step slower than the GPU runs it; fewer launches a step "
-                              "(a larger batch, a CUDA graph, compile_wrapper=cpp) give it time back"
-                              + host_text(case, d))
+                              + f": the host queues each step slower than the GPU runs it; {remedy}" + host_text(case, d))
     return "compute-bound", (f"{'input stall' if stall is not None else 'host data wait'} {wait:.0f}%"
                              + (f", exposed sync {comm:.0f}%" if comm is not None else "")
                              + (f", MFU {mfu:.0f}%" if mfu is not None else "") + util_text)
