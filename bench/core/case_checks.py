@@ -2,6 +2,7 @@
 line naming the first field that is wrong and what it accepts, including a knob set where it acts not."""
 from __future__ import annotations
 
+import functools
 from dataclasses import fields
 
 from . import identity
@@ -125,18 +126,20 @@ def validate(c) -> None:
     if idle:
         name, why = idle[0]
         raise CaseError(f"{name}={getattr(c, name)!r} does nothing here ({why}); leave it at its default "
-                        f"{_defaults(c)[name]!r}")
+                        f"{_defaults(type(c))[name]!r}")
 
 
 def idle_knobs(c) -> list[tuple[str, str]]:
     """Knobs set away from their default in a case where they change nothing: a label must never
     claim a setting that did not act."""
-    defaults = _defaults(c)
+    defaults = _defaults(type(c))
     found = []
     for names, why in identity.idle_rules(c.to_dict()):
         found += [(n, why) for n in names if getattr(c, n) != defaults[n] and (n, why) not in found]
     return found
 
 
-def _defaults(c) -> dict:
-    return {f.name: f.default for f in fields(c)}
+@functools.cache
+def _defaults(cls) -> dict:
+    """Each field's default, read once per class (validation runs at every Case made)."""
+    return {f.name: f.default for f in fields(cls)}

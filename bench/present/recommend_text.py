@@ -86,11 +86,11 @@ def render(outcomes: list[Outcome], budget_s: float, recipes: dict[int, str]) ->
 def fed_source(case, synthetic=None) -> str:
     """The loader and the knobs it was tried with, in a cell; and the step, where it is not the one of
     the synthetic winner it feeds."""
-    step = ", eager step" if synthetic is not None and synthetic.cuda_graph and not case.cuda_graph else ""
-    if synthetic is not None and case.compile_wrapper != synthetic.compile_wrapper:
-        step += f", {case.compile_wrapper} wrapper"
-    if synthetic is not None and case.batch_size != synthetic.batch_size:
-        step += f", batch {case.batch_size}"
+    step = ""
+    if synthetic is not None:
+        step += ", eager step" if synthetic.cuda_graph and not case.cuda_graph else ""
+        step += f", {case.compile_wrapper} wrapper" if case.compile_wrapper != synthetic.compile_wrapper else ""
+        step += f", batch {case.batch_size}" if case.batch_size != synthetic.batch_size else ""
     if case.loader != "dali":
         return f"{case.loader} DataLoader{step}"
     knobs = [f"dali {case.dali_device}"]

@@ -106,8 +106,8 @@ def measure(case: Case, ctx: RankContext) -> dict:
             if case.compile in CUDA_GRAPH_MODES and cuda_graph_skips():
                 raise LabelMismatch(f"compile={case.compile} means CUDA graphs, but Inductor ran "
                                     f"{cuda_graph_skips()} compiled graph(s) without them")
-        if case.compile and not case.loader_only:
-            compile_facts = {"cpp_wrapper_graphs": check_compile_wrapper(case.compile_wrapper, cpp_wrapper_graphs())}
+            if case.compile:
+                compile_facts = {"cpp_wrapper_graphs": check_compile_wrapper(case.compile_wrapper, cpp_wrapper_graphs())}
         loss = float(trainer.last_loss.detach().float()) * case.accumulation_steps
         return {
             **span, "images": [per_step_images * steps] * case.repeats, "steps_per_window": steps,
