@@ -61,7 +61,7 @@ def idle_rules(c: dict) -> list[tuple[tuple[str, ...], str]]:
         (("hw_decoder_load",), c["dali_device"] != "mixed", "the hardware decoder is used by dali_device='mixed' only"),
         (("accumulation_mode",), c["accumulation_steps"] == 1, "accumulation_mode needs accumulation_steps > 1"),
         (("compile_scope",), not c["compile"], "compile_scope needs compile"),
-        (("compile_wrapper",), not c["compile"], "compile_wrapper needs compile (it writes compiled code)"),
+        (("compile_wrapper",), not c["compile"], "compile_wrapper needs compile"),
         (("precision", "compile", "compile_scope", "compile_wrapper", "cudnn_benchmark", "overhead_check", "optimizer_impl",
           "cuda_graph"),
          c["loader_only"], "loader_only=true runs no model"),
