@@ -152,6 +152,23 @@ class FakeNvml:
         return 650_000  # milliwatts
 
 
+class CappedNvml(FakeNvml):
+    """An NVML that also reports the device's limits and its clock event reasons: the power cap
+    (0x4) set in every other sample, beside the idle reason (0x1)."""
+    def __init__(self):
+        self.reads = 0
+
+    def nvmlDeviceGetCurrentClocksEventReasons(self, h):
+        self.reads += 1
+        return 0x4 | 0x1 if self.reads % 2 else 0x1
+
+    def nvmlDeviceGetEnforcedPowerLimit(self, h):
+        return 700_000
+
+    def nvmlDeviceGetMaxClockInfo(self, h, kind):
+        return 1980
+
+
 def test_sampler_only_samples_inside_windows():
     s = gpu_sampler.GpuSampler({"cuda:0": object()}, interval_s=0.01, nvml=FakeNvml())
     s.start()
@@ -163,6 +180,32 @@ def test_sampler_only_samples_inside_windows():
     summary = s.summary()["cuda:0"]
     assert summary["gpu_util_pct"]["mean"] == 90 and summary["power_w"]["max"] == 650.0
     assert summary["sm_clock_mhz"]["min"] == 1980
+
+
+def test_sampler_counts_the_power_cap_and_reads_the_limits_once():
+    s = gpu_sampler.GpuSampler({"cuda:0": object()}, interval_s=0.0, nvml=CappedNvml())
+    for _ in range(4):
+        s.samples["cuda:0"].append(gpu_sampler.read(s.nvml, None))
+    summary = s.summary()["cuda:0"]
+    assert summary["power_capped_pct"]["mean"] == 50.0 and summary["power_capped_pct"]["max"] == 100.0
+    assert summary["power_limit_w"] == 700.0 and summary["sm_clock_max_mhz"] == 1980.0
+    # an NVML without clock reasons or limits: the share and the ceilings are absent, the rest stays
+    plain = gpu_sampler.GpuSampler({"cuda:0": object()}, nvml=FakeNvml())
+    plain.samples["cuda:0"].append(gpu_sampler.read(plain.nvml, None))
+    assert "power_capped_pct" not in plain.summary()["cuda:0"] and "power_limit_w" not in plain.summary()["cuda:0"]
+    assert plain.summary()["cuda:0"]["power_w"]["mean"] == 650.0
+
+
+@pytest.mark.parametrize("capped, said", [(92.0, True), (30.0, False), (None, False)])
+def test_a_compute_bound_gpu_at_its_power_limit_is_said_so(capped, said):
+    g = {"gpu_util_pct": {"mean": 100.0}, "sm_clock_mhz": {"mean": 1615.0}, "power_w": {"mean": 685.2},
+         "sm_clock_max_mhz": 1980.0, "power_limit_w": 700.0}
+    if capped is not None:
+        g["power_capped_pct"] = {"mean": capped}
+    d = diagnose.diagnose(_record(stall=0.0, ranks=[{"windows_s": [1.0], "gpu_samples": {"0": g}}], gpus=1))
+    assert d["verdict"] == "compute-bound"
+    text = "at its power limit: the power cap held the clocks down in 92% of samples, SM clock 1,615 of 1,980 MHz, 685 W of 700 W"
+    assert (text in d["evidence"]) == said
 
 
 def test_sampler_without_nvml_is_silent():

@@ -34,8 +34,11 @@ class StandIn:
     is exercised without running anything."""
 
     def __init__(self, gains: dict, noise_pct: float = 2.0, eager_s: float = 30.0, compile_s: float = 90.0,
-                 final_gains: dict | None = None, fail: dict | None = None, extra=None, host_bound=None):
+                 final_gains: dict | None = None, fail: dict | None = None, extra=None, host_bound=None,
+                 first_step_s: float | None = None):
         self.gains, self.noise, self.eager_s, self.compile_s = gains, noise_pct, eager_s, compile_s
+        # where set, each compiled process's record keeps its first step (its compilation) in its phases
+        self.first_step_s = first_step_s
         self.final_gains, self.fail = final_gains or {}, fail or {}
         # extra(case): a further gain in %; host_bound(case): whether its record's diagnosis says so
         self.extra, self.host_bound = extra or (lambda case: 0.0), host_bound or (lambda case: False)
@@ -56,8 +59,9 @@ class StandIn:
         per = self.compile_s if case.compile else self.eager_s
         self.now += per * processes
         self.calls.append((case, processes, sweep))
+        phases = {"phases_s": {"first_step_s": self.first_step_s}} if case.compile and self.first_step_s else {}
         rec = {"case": case.to_dict(), "case_id": case.case_id, "wall_s": per * processes,
-               "processes": [{}] * processes, "status": "ok", "machine": "m", "commit_folder": "c", "run_id": "r"}
+               "processes": [phases] * processes, "status": "ok", "machine": "m", "commit_folder": "c", "run_id": "r"}
         for (knob, value), status in self.fail.items():
             if getattr(case, knob) == value:
                 return {**rec, "status": status, "reason": f"{status} at {knob}={value}", "metrics": {}}
@@ -98,6 +102,34 @@ def test_keeps_only_changes_faster_beyond_noise():
     assert out.final_best["metrics"]["processes"] == 3
     # the articles' set-ups at this GPU count were measured as the yardsticks
     assert recommend.figure(out.references["baseline"]) == pytest.approx(1000 * 0.6)  # dp, fp32, NCHW
+
+
+def test_a_compiled_candidate_measured_again_is_expected_to_compile_from_the_cache():
+    standin = StandIn({}, compile_s=90.0, first_step_s=70.0)
+    finder = search(standin)
+    compiled = BASE.replace(name="recommend-compile", compile="default", compile_scope="step")
+    other = compiled.replace(batch_size=512)
+    finder.measure(compiled)
+    # its 70 s of compiling become the cache's 15 s; a compiled case not run yet keeps the full 90 s
+    assert finder.estimate(compiled) == pytest.approx(90 - 70 + 15)
+    assert finder.estimate(other) == pytest.approx(90)
+    # an eager case measured again costs what it cost
+    eager = BASE.replace(name="recommend-start")
+    finder.measure(eager)
+    assert finder.estimate(eager) == pytest.approx(30)
+
+
+@pytest.mark.parametrize("first_step_s, confirmed", [(None, False), (70.0, True)])
+def test_a_cached_compilation_lets_a_close_compiled_candidate_be_confirmed(first_step_s, confirmed):
+    # batch 512 compiled looks 2% faster, within one process's +-2% each side; the budget left holds six
+    # more compiled processes only where they compile from the cache (6 x 35 s, not 6 x 90 s)
+    standin = StandIn({("compile_scope", "step"): 12.0, ("batch_size", 512): 2.0, ("batch_size", 384): -5.0},
+                      first_step_s=first_step_s)
+    out = search(standin, budget_s=30 * 3 + 30 + 90 * 3 + 6 * 35 + 10).run(BASE, 1)
+    confirms = [(c.batch_size, k) for c, k, sweep in standin.calls if sweep == recommend.CONFIRM_SWEEP and c.compile]
+    assert bool(confirms) == confirmed
+    if confirmed:
+        assert confirms == [(256, 3), (512, 3)]
 
 
 def test_the_start_measures_the_noise_floor_first_and_a_clear_winner_is_not_measured_again():
@@ -199,30 +231,35 @@ def test_a_case_started_near_the_end_of_the_budget_is_stopped_at_it():
 
 
 def test_time_kept_for_finals_that_cannot_fit_goes_to_the_candidates():
-    # start, fused (+10%), compile step (+17%) and batch 384 (a tie): 240 s of a 400 s budget; the two
-    # compiled finalists would need 2 x (90 + 90) s, more than is left, so batch 512 runs instead
+    # start, fused (+10%), compile step (+17%) and batch 512 (a tie): 240 s of a 400 s budget; the two
+    # compiled finalists would need 2 x (90 + 90) s, more than is left, so batch 384 runs instead
     standin = StandIn({("optimizer_impl", "fused"): 10.0, ("compile", "default"): 17.0,
                        ("cuda_graph", True): 2.0}, eager_s=30.0, compile_s=90.0)
     out = search(standin, 400.0).run(BASE, 1)
     tried = [(c.stage, c.case.cuda_graph, c.case.batch_size) for c in out.candidates if c.case.compile]
-    assert tried == [("compile", False, 256), ("batch", False, 384), ("batch", False, 512)]
+    assert tried == [("compile", False, 256), ("batch", False, 512), ("batch", False, 384)]
     assert "the finalists' re-measurement (budget)" in out.skipped
     assert standin.now <= 400.0
 
 
 def test_the_batch_grows_while_the_largest_wins_and_shrinks_only_where_none_did():
-    # each larger batch +2% beyond the last (noise +-0.5%): 384, 512, 768 and 1024 are kept in turn, 128 never runs
+    # each larger batch +2% beyond the last (noise +-0.5%): 512, 768 and 1024 are kept in turn; 384 and
+    # 128 never run
     gains = {("batch_size", b): g for b, g in ((384, 2.0), (512, 4.0), (768, 6.0), (1024, 8.0))}
     out = search(StandIn(gains, noise_pct=0.5)).run(BASE, 1, with_compile=False)
     batches = [c.case.batch_size for c in out.candidates if c.stage == "batch"]
-    assert batches == [384, 512, 768, 1024] and out.best.case.batch_size == 1024
+    assert batches == [512, 768, 1024] and out.best.case.batch_size == 1024
     # 512 wins but 768 does not: growth stops there, and no smaller batch is tried
     standin = StandIn({("batch_size", 384): 2.0, ("batch_size", 512): 4.0}, noise_pct=0.5)
     out = search(standin).run(BASE, 1, with_compile=False)
-    assert [c.case.batch_size for c in out.candidates if c.stage == "batch"] == [384, 512, 768]
+    assert [c.case.batch_size for c in out.candidates if c.stage == "batch"] == [512, 768]
+    # 512 does not win, 384 does: kept, and nothing smaller or larger follows
+    out = search(StandIn({("batch_size", 384): 3.0}, noise_pct=0.5)).run(BASE, 1, with_compile=False)
+    assert [c.case.batch_size for c in out.candidates if c.stage == "batch"] == [512, 384]
+    assert out.best.case.batch_size == 384
     # nothing larger wins: half the start is tried
     out = search(StandIn({("batch_size", 128): 3.0}, noise_pct=0.5)).run(BASE, 1, with_compile=False)
-    assert [c.case.batch_size for c in out.candidates if c.stage == "batch"] == [384, 512, 128]
+    assert [c.case.batch_size for c in out.candidates if c.stage == "batch"] == [512, 384, 128]
     assert out.best.case.batch_size == 128
     assert recommend.next_batch(1, 1, [1, 2]) is None  # no half of a batch of one
 

@@ -20,10 +20,11 @@ import time
 from ..core import recipes, verdicts
 from ..core.case import Case
 from ..core.errors import CaseError
-from .plan import budget_capped, expected_s, seconds_per_process
+from .plan import budget_capped, compiled_again_s, expected_s, seconds_per_process
 from .search_records import (  # noqa: F401 (the search's API)
     Candidate,
     Outcome,
+    change_text,
     describe_case,
     difference,
     figure,
@@ -84,8 +85,11 @@ class Search:
         return self.clock() - self.t0
 
     def estimate(self, case: Case) -> float:
-        """Seconds one process of this case should take: this machine's stored time for its recipe,
-        else the slowest process of the same kind (eager or compiled) in this search."""
+        """Seconds one process of this case should take: a compiled one this search ran, compiled from the
+        cache; else this machine's stored time for its recipe, else this search's slowest of its kind."""
+        again = self.seen.get(knobs_key(case))
+        if case.compile and again is not None:
+            return compiled_again_s(again)
         known = expected_s(case, self.known_times)
         if known:
             return known
@@ -151,12 +155,12 @@ class Search:
         try:
             case = origin.case.replace(name=f"{SWEEP}-{stage}", **change)
         except CaseError as e:  # a change this configuration cannot take (a CUDA graph under DDP, say)
-            outcome.skipped.append(f"{stage}: {_change_text(change)} (cannot run here: {e})")
+            outcome.skipped.append(f"{stage}: {change_text(change)} (cannot run here: {e})")
             return None
         if knobs_key(case) == knobs_key(origin.case):
             return None
         if not self.within(case, keep=0.0 if fed else self._finals_cost(outcome, origin)):
-            outcome.skipped.append(f"{stage}: {_change_text(change)} (budget)")
+            outcome.skipped.append(f"{stage}: {change_text(change)} (budget)")
             return None
         cand = Candidate(stage, case, self.measure(case), against=origin.case)
         (outcome.fed if fed else outcome.candidates).append(cand)
@@ -314,7 +318,3 @@ class Search:
         if processes_of(c.record) >= k:
             return c.record
         return self.measure(c.case.replace(name=FINAL_SWEEP), k, FINAL_SWEEP)
-
-
-def _change_text(change: dict) -> str:
-    return ", ".join(f"{k}={v}" for k, v in change.items() if k != "data_dir")

@@ -100,3 +100,8 @@ def versus(v: dict | None) -> str:
         return "not compared"
     noise = "no interval" if v["noise_pct"] is None else f"+-{v['noise_pct']:.1f}%"
     return f"{v['delta_pct']:+.1f}%: {v['verdict']} ({noise})"
+
+
+def change_text(change: dict) -> str:
+    """One candidate's change as knob=value pairs (the data folder left out: it is the same for all)."""
+    return ", ".join(f"{k}={v}" for k, v in change.items() if k != "data_dir")

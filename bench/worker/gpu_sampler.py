@@ -1,10 +1,15 @@
-"""Samples GPU utilisation, SM clock, memory used and power through NVML in a background thread,
-only while a measured window is open, so warm-up and start-up never dilute the figures."""
+"""Samples GPU utilisation, SM clock, memory used, power and whether the power cap held the clocks
+down, through NVML in a background thread, only while a measured window is open, so warm-up and
+start-up never dilute the figures. The device's limits (enforced power limit, highest SM clock) are
+read once beside them, so a record says how close to them the GPU ran."""
 from __future__ import annotations
 
 import threading
 
-METRICS = ("gpu_util_pct", "sm_clock_mhz", "memory_used_bytes", "power_w")
+METRICS = ("gpu_util_pct", "sm_clock_mhz", "memory_used_bytes", "power_w", "power_capped_pct")
+SW_POWER_CAP = 0x4
+"""NVML's clock event reason (formerly throttle reason) set while the driver lowers the clocks to
+keep the board within its power limit (nvmlClocksEventReasonSwPowerCap)."""
 
 
 def nvml_handles(devices) -> dict:
@@ -28,13 +33,39 @@ def nvml_handles(devices) -> dict:
     return handles
 
 
+def clock_reasons(nvml, handle) -> int | None:
+    """The bit mask of why the clocks are below their highest (None where NVML cannot say)."""
+    for name in ("nvmlDeviceGetCurrentClocksEventReasons", "nvmlDeviceGetCurrentClocksThrottleReasons"):
+        if hasattr(nvml, name):
+            try:
+                return int(getattr(nvml, name)(handle))
+            except Exception:
+                return None
+    return None
+
+
 def read(nvml, handle) -> dict:
+    reasons = clock_reasons(nvml, handle)
     return {
         "gpu_util_pct": float(nvml.nvmlDeviceGetUtilizationRates(handle).gpu),
         "sm_clock_mhz": float(nvml.nvmlDeviceGetClockInfo(handle, nvml.NVML_CLOCK_SM)),
         "memory_used_bytes": float(nvml.nvmlDeviceGetMemoryInfo(handle).used),
         "power_w": nvml.nvmlDeviceGetPowerUsage(handle) / 1000.0,
+        # a share once averaged over the samples: 100 where the power cap held the clocks down
+        "power_capped_pct": None if reasons is None else 100.0 * bool(reasons & SW_POWER_CAP),
     }
+
+
+def limits(nvml, handle) -> dict:
+    """The device's own ceilings, read once: the power limit the driver enforces and the highest SM clock."""
+    out = {}
+    for key, call in (("power_limit_w", lambda: nvml.nvmlDeviceGetEnforcedPowerLimit(handle) / 1000.0),
+                      ("sm_clock_max_mhz", lambda: float(nvml.nvmlDeviceGetMaxClockInfo(handle, nvml.NVML_CLOCK_SM)))):
+        try:
+            out[key] = call()
+        except Exception:  # an NVML without the call: the record simply lacks that ceiling
+            pass
+    return out
 
 
 class GpuSampler:
@@ -76,11 +107,15 @@ class GpuSampler:
         for name, rows in self.samples.items():
             if not rows:
                 continue
-            out[name] = {"samples": len(rows)}
+            out[name] = {"samples": len(rows), **self._limits(name)}
             for m in METRICS:
-                vals = [r[m] for r in rows]
-                out[name][m] = {"mean": sum(vals) / len(vals), "min": min(vals), "max": max(vals)}
+                vals = [r[m] for r in rows if r.get(m) is not None]
+                if vals:
+                    out[name][m] = {"mean": sum(vals) / len(vals), "min": min(vals), "max": max(vals)}
         return out
+
+    def _limits(self, name: str) -> dict:
+        return limits(self.nvml, self.handles[name]) if self.nvml is not None else {}
 
 
 def sampler_for(devices, interval_s: float = 0.1) -> GpuSampler:
