@@ -102,8 +102,9 @@ def fed_source(case, synthetic=None) -> str:
         knobs.append(f"queue {case.dali_prefetch_depth}")
     if case.device == "cuda" and case.dali_handoff == "stream":
         knobs.append("to the stream")
-    if case.dali_crop == "resize":
-        knobs.append("whole decode")
+    # said where it differs from where the fed search starts: whole images on a GPU, the crop alone on a CPU
+    if case.dali_crop != ("resize" if case.device == "cuda" else "decoder"):
+        knobs.append("whole decode" if case.dali_crop == "resize" else "crop decoded")
     return ", ".join(knobs) + step
 
 
