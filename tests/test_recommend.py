@@ -413,23 +413,40 @@ def test_a_compiled_winner_is_also_tried_with_its_kernels_launched_from_cpp():
     assert "wrapper" not in [name for name, _ in recommend.stages(cpu_start)]  # on a CPU the host is the device
     assert "wrapper" not in [name for name, _ in recommend.stages(start, with_compile=False)]
     compiled = start.replace(compile="default", compile_scope="step", optimizer_impl="fused")
-    fed = recommend.loader_changes(compiled, "/data")
-    assert fed[0][1]["dali_crop"] == "resize" and fed[1][1]["compile_wrapper"] == "cpp"
-    assert [c for _, c in fed].count(fed[1][1]) == 1
+    host_bound = {"diagnosis": {"verdict": "host-bound"}}
+    assert recommend.host_bound_changes(compiled, host_bound, []) == [dict(loader="synthetic", compile_wrapper="cpp")]
+    # never for a fed step that is not host-bound, an eager or C++-launched one, or on a CPU
+    assert recommend.host_bound_changes(compiled, {"diagnosis": {"verdict": "input-bound"}}, []) == []
     for winner in (start, compiled.replace(compile_wrapper="cpp"), compiled.replace(device="cpu", precision="bf16")):
-        assert not any("compile_wrapper" in c for _, c in recommend.loader_changes(winner, "/data"))
-    # in the search: the synthetic stage judged on the compiled winner, the fed one on the best fed so far
+        assert recommend.host_bound_changes(winner, host_bound, []) == []
+    assert not any("compile_wrapper" in c for _, c in recommend.loader_changes(compiled, "/data"))
+    # in the search: the synthetic stage judged on the compiled winner, the fed one, tried only once the
+    # fed step is host-bound, on the best fed so far
     standin = StandIn({("optimizer_impl", "fused"): 20.0, ("compile", "default"): 12.0, ("loader", "dali"): -15.0,
-                       ("dali_crop", "resize"): 6.0, ("compile_wrapper", "cpp"): -4.0})
+                       ("dali_threads", 4): 6.0, ("compile_wrapper", "cpp"): -4.0},
+                      host_bound=lambda case: case.loader == "dali" and case.dali_threads == 4)
     out = search(standin).run(BASE, 1, data_dir="/data")
     (wrapper,) = [c for c in out.candidates if c.stage == "wrapper"]
     assert wrapper.case.compile_wrapper == "cpp" and wrapper.note.startswith("-4.0%: slower")
     assert out.best.case.compile == "default" and out.best.case.compile_wrapper == "python"
-    (fed_cpp,) = [c for c in out.fed if c.case.compile_wrapper == "cpp"]
-    assert fed_cpp.case.dali_crop == "resize" and fed_cpp.against.dali_crop == "resize"
+    # right after the 4 threads made it host-bound: the larger batch the search ran (a tie), then C++ launches
+    assert [(c.case.batch_size, c.case.compile_wrapper) for c in out.fed[1:4]] == \
+        [(256, "python"), (512, "python"), (256, "cpp")]
+    fed_cpp = out.fed[3]
+    assert fed_cpp.case.dali_threads == 4 and fed_cpp.against == out.fed[1].case
     assert fed_cpp.note.startswith("-4.0%: slower") and out.fed_best.case.compile_wrapper == "python"
+    assert [c.case.compile_wrapper for c in out.fed].count("cpp") == 1  # once, though the best stays host-bound
     text = recommend_text.render([out], 600, {})
-    assert "| JPEGs: dali mixed, cpp wrapper " in text
+    assert "| JPEGs: dali mixed, 4 threads, cpp wrapper " in text
+
+
+def test_a_cpp_wrapper_not_run_yet_is_expected_to_compile_longer():
+    standin = StandIn({}, compile_s=90.0)
+    finder = search(standin)
+    compiled = BASE.replace(name="recommend-compile", compile="default", compile_scope="step")
+    finder.measure(compiled.replace(batch_size=128))
+    assert finder.estimate(compiled) == pytest.approx(90)
+    assert finder.estimate(compiled.replace(compile_wrapper="cpp")) == pytest.approx(90 * 2.5)
 
 
 def test_a_fed_step_the_host_queues_late_is_tried_at_once_on_a_larger_batch_the_search_ran():
@@ -448,8 +465,8 @@ def test_a_fed_step_the_host_queues_late_is_tried_at_once_on_a_larger_batch_the_
     assert {(c.case.loader, c.case.batch_size) for c in out.fed[1:]} == {("dali", 512), ("torch", 256)}
     assert "| JPEGs: dali mixed, batch 512 (fed winner) " in recommend_text.render([out], 600, {})
     # never where the step is not host-bound or no larger batch ran
-    assert recommend.fed_batch(out.fed[0].case, {"diagnosis": {"verdict": "input-bound"}}, out.candidates) is None
-    assert recommend.fed_batch(out.fed[1].case, out.fed[0].record, out.candidates) is None  # none above 512 ran
+    assert recommend.host_bound_changes(out.fed[0].case, {"diagnosis": {"verdict": "input-bound"}}, out.candidates) == []
+    assert recommend.host_bound_changes(out.fed[1].case, out.fed[0].record, out.candidates) == []  # none above 512
 
 
 def test_a_change_the_configuration_cannot_take_is_named_not_fatal(monkeypatch):

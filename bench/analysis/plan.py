@@ -93,6 +93,12 @@ def expected_s(case: Case, times: dict) -> float | None:
     return t["outside_windows_s"] + (case.repeats + settle) * window_s
 
 
+CPP_WRAPPER_COST_FACTOR = 2.5
+"""A compiled case with the C++ wrapper, not run yet, against one with the Python wrapper: on one H200 the
+fed step at batch 512 was still in its first step after 134 s with it, against 56 s without."""
+COMPILE_COST_FACTOR = 3.0
+"""A compiled candidate's process, until one is measured: about three eager ones (about 40 s of
+compiling on one H200 beside an eager process of about 25 s)."""
 CACHED_FIRST_STEP_S = 15.0
 """A compiled case's first step in a fresh process once Inductor's on-disk cache holds its graphs (the
 suite keeps that cache between processes): 7.2-9.2 s on one H200, against 45-75 s cold."""

@@ -20,7 +20,14 @@ import time
 from ..core import recipes, verdicts
 from ..core.case import Case
 from ..core.errors import CaseError
-from .plan import budget_capped, compiled_again_s, expected_s, seconds_per_process
+from .plan import (
+    COMPILE_COST_FACTOR,
+    CPP_WRAPPER_COST_FACTOR,
+    budget_capped,
+    compiled_again_s,
+    expected_s,
+    seconds_per_process,
+)
 from .search_records import (  # noqa: F401 (the search's API)
     Candidate,
     Outcome,
@@ -39,7 +46,7 @@ from .search_records import (  # noqa: F401 (the search's API)
 from .search_space import (  # noqa: F401 (the search's API)
     LOADER_BUDGET_SHARE,
     SWEEP,
-    fed_batch,
+    host_bound_changes,
     loader_changes,
     next_batch,
     stages,
@@ -54,11 +61,6 @@ CONFIRM_PROCESSES = 3
 is judged against where that has fewer: one process carries the floor's t(n-1) alone (+-3.9% at a
 floor sd of 0.9% with 3 floor processes, seen on one H200), three carry their own spread too, so a
 gain of 2-3% (the whole step as one CUDA graph, batch 384) can be told from the noise."""
-COMPILE_COST_FACTOR = 3.0
-"""A compiled candidate's process, until one is measured: about three eager ones (about 40 s of
-compiling on one H200 beside an eager process of about 25 s)."""
-
-
 class Search:
     def __init__(self, measure, budget_s: float, clock=time.monotonic,
                  final_processes: int = FINAL_PROCESSES, stored: dict | None = None, known_times: dict | None = None,
@@ -90,16 +92,12 @@ class Search:
         again = self.seen.get(knobs_key(case))
         if case.compile and again is not None:
             return compiled_again_s(again)
-        known = expected_s(case, self.known_times)
-        if known:
-            return known
         same = [w for compiled, w in self.walls if compiled == bool(case.compile)]
-        if same:
-            return max(same)
         eager = [w for compiled, w in self.walls if not compiled]
-        if eager:
-            return max(eager) * (COMPILE_COST_FACTOR if case.compile else 1.0)
-        return 0.0
+        guess = (expected_s(case, self.known_times) or max(same, default=0.0)
+                 or max(eager, default=0.0) * (COMPILE_COST_FACTOR if case.compile else 1.0))
+        # a first C++ wrapper compiles far longer than the Python one that the stored times mostly hold
+        return guess * (CPP_WRAPPER_COST_FACTOR if case.compile and case.compile_wrapper == "cpp" else 1.0)
 
     def measure(self, case: Case, processes: int = 1, sweep: str = SWEEP) -> dict:
         key = knobs_key(case)
@@ -179,14 +177,16 @@ class Search:
     def _fed(self, outcome: Outcome, data_dir: str) -> None:
         """The winner fed by JPEGs, searched like the rest: another loader starts from the synthetic
         winner, a knob of the same loader from the best fed so far, and a change is kept only when
-        faster beyond noise than that best. Where the best fed so far is host-bound, a larger batch the
-        synthetic search ran is tried next (search_space.fed_batch)."""
-        synthetic, best, grown = outcome.best, None, False
+        faster beyond noise than that best. Where the best fed so far is host-bound, what may give its
+        host time back is tried next, each once (search_space.host_bound_changes)."""
+        synthetic, best, tried = outcome.best, None, []
         for stage, change in loader_changes(synthetic.case, data_dir):
             best = self._fed_step(outcome, synthetic, best, stage, change)
-            grow = None if grown or best is None else fed_batch(best.case, best.record, outcome.candidates)
-            if grow:  # the host queues the fed step late: at once, before the loader's other knobs
-                grown, best = True, self._fed_step(outcome, synthetic, best, stage, grow)
+            # the host queues the fed step late: at once, before the loader's other knobs
+            while best is not None and (todo := [c for c in host_bound_changes(best.case, best.record, outcome.candidates)
+                                                 if c not in tried]):
+                tried.append(todo[0])
+                best = self._fed_step(outcome, synthetic, best, stage, todo[0])
         outcome.fed_best = best if best and figure(best.record) is not None else None
 
     def _fed_step(self, outcome: Outcome, synthetic: Candidate, best: Candidate | None, stage: str,

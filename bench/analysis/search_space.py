@@ -73,8 +73,7 @@ LOADER_BUDGET_SHARE = 0.35
 def loader_changes(best: Case, data_dir: str) -> list[tuple[str, dict]]:
     """The winner fed by JPEGs, as (stage, change): DALI first (decoding on the GPU where there is one,
     whole images there, with its hardware decoder's share chosen for the GPU and this machine's cores),
-    then a compiled step's kernels launched from C++ and DALI on 4 threads, an eager step where the
-    winner captured it as a CUDA graph, the torch DataLoader, then DALI's batches handed to the training
+    then DALI on 4 threads, an eager step where the winner captured it as a CUDA graph, the torch DataLoader, then DALI's batches handed to the training
     stream, its queue depth, its decoder share and (on a GPU) the crop decoded alone, one at a time; each
     over windows long enough for a loader's rounds."""
     gpu = best.device == "cuda"
@@ -87,10 +86,6 @@ def loader_changes(best: Case, data_dir: str) -> list[tuple[str, dict]]:
                 **({"dali_crop": "resize"} if gpu else {}))
     out = [("loader", dali)]
     if gpu:
-        if best.compile and best.compile_wrapper == "python":
-            # the host queues a compiled step kernel by kernel while it also feeds it: there fed compiled steps
-            # at batch 256 kept the GPU busy in 81-88% of samples with no input stall counted
-            out.append(("loader", dict(dali, compile_wrapper="cpp")))
         # there DALI-fed compiled steps at batch 256 ran 78-85% of synthetic, the device idle, no input stall:
         # the host thread queued the step late; DALI's threads, bursting over every core, may delay it
         out.append(("loader", dict(dali, dali_threads=LEAN_DALI_THREADS)))
@@ -110,13 +105,20 @@ def loader_changes(best: Case, data_dir: str) -> list[tuple[str, dict]]:
     return out
 
 
-def fed_batch(fed: Case, record: dict | None, candidates: list) -> dict | None:
-    """A larger batch for a fed step its host queues slower than the GPU runs it (diagnosis `host-bound`):
-    of the batches the synthetic search measured above the fed step's, the fastest, so each launch
-    carries more images. On one H200 fed compiled steps at batch 256 kept the GPU busy in 81-88% of
-    samples with no input stall. None where the step is not host-bound or no larger batch ran."""
+def host_bound_changes(fed: Case, record: dict | None, candidates: list) -> list[dict]:
+    """What may give a fed step its host queues slower than the GPU runs it (diagnosis `host-bound`)
+    time back, likeliest first: of the batches the synthetic search measured above the fed step's, the
+    fastest, so each launch carries more images; then, for a compiled step on a GPU, its kernels
+    launched from C++. On one H200 fed compiled steps at batch 256 kept the GPU busy in 81-88% of
+    samples with no input stall. None where the step is not host-bound: there, at batch 512, the fed
+    step sat idle 12% for input, and its C++ wrapper was still compiling after 134 s."""
     if ((record or {}).get("diagnosis") or {}).get("verdict") != "host-bound":
-        return None
+        return []
+    out = []
     larger = {c.case.batch_size: figure(c.record) for c in candidates
               if c.stage == "batch" and figure(c.record) and c.case.batch_size > fed.batch_size}
-    return dict(loader=fed.loader, batch_size=max(larger, key=larger.get)) if larger else None
+    if larger:
+        out.append(dict(loader=fed.loader, batch_size=max(larger, key=larger.get)))
+    if fed.device == "cuda" and fed.compile and fed.compile_wrapper == "python":
+        out.append(dict(loader=fed.loader, compile_wrapper="cpp"))
+    return out
