@@ -20,14 +20,8 @@ import time
 from ..core import recipes, verdicts
 from ..core.case import Case
 from ..core.errors import CaseError
-from .plan import (
-    COMPILE_COST_FACTOR,
-    CPP_WRAPPER_COST_FACTOR,
-    budget_capped,
-    compiled_again_s,
-    expected_s,
-    seconds_per_process,
-)
+from .plan import (COMPILE_COST_FACTOR, CPP_WRAPPER_COST_FACTOR, budget_capped, compiled_again_s, expected_s,
+                   seconds_per_process)
 from .search_records import (  # noqa: F401 (the search's API)
     Candidate,
     Outcome,
@@ -61,6 +55,8 @@ CONFIRM_PROCESSES = 3
 is judged against where that has fewer: one process carries the floor's t(n-1) alone (+-3.9% at a
 floor sd of 0.9% with 3 floor processes, seen on one H200), three carry their own spread too, so a
 gain of 2-3% (the whole step as one CUDA graph, batch 384) can be told from the noise."""
+
+
 class Search:
     def __init__(self, measure, budget_s: float, clock=time.monotonic,
                  final_processes: int = FINAL_PROCESSES, stored: dict | None = None, known_times: dict | None = None,

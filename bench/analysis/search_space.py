@@ -73,9 +73,10 @@ LOADER_BUDGET_SHARE = 0.35
 def loader_changes(best: Case, data_dir: str) -> list[tuple[str, dict]]:
     """The winner fed by JPEGs, as (stage, change): DALI first (decoding on the GPU where there is one,
     whole images there, with its hardware decoder's share chosen for the GPU and this machine's cores),
-    then DALI on 4 threads, an eager step where the winner captured it as a CUDA graph, the torch DataLoader, then DALI's batches handed to the training
-    stream, its queue depth, its decoder share and (on a GPU) the crop decoded alone, one at a time; each
-    over windows long enough for a loader's rounds."""
+    then DALI on 4 threads, an eager step where the winner captured it as a CUDA graph, the torch
+    DataLoader, then DALI's batches handed to the training stream, its queue depth, its decoder share and
+    (on a GPU) the crop decoded alone, one at a time; each over windows long enough for a loader's rounds.
+    What a host-bound fed step is tried with comes from `host_bound_changes`."""
     gpu = best.device == "cuda"
     window = recipes.loader_windows(best)
     # threads left at their default (the cores, AUTO): a later knob built on a winner of 4 keeps them.
