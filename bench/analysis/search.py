@@ -40,6 +40,7 @@ from .search_records import (  # noqa: F401 (the search's API)
 from .search_space import (  # noqa: F401 (the search's API)
     LOADER_BUDGET_SHARE,
     SWEEP,
+    fed_start_crop,
     host_bound_changes,
     loader_changes,
     next_batch,

@@ -70,6 +70,15 @@ LOADER_BUDGET_SHARE = 0.35
 """With a data folder, the part of a GPU count's budget kept for the winner fed by JPEGs."""
 
 
+def fed_start_crop(device: str) -> str:
+    """Where the fed search's DALI candidates cut the random crop unless a candidate changes it: on a GPU
+    whole images go to the hardware JPEG engines and are cropped after (`resize`); a region goes to
+    DALI's CPU-and-SM decoder: on one H200 DALI alone delivered 19,512.7 images/s decoding whole images
+    against 16,135.7 for regions, and the compiled step fed whole images 5,851.7 against 5,357.6. On a
+    CPU the decoder decodes the crop alone (`decoder`, the case's default)."""
+    return "resize" if device == "cuda" else "decoder"
+
+
 def loader_changes(best: Case, data_dir: str) -> list[tuple[str, dict]]:
     """The winner fed by JPEGs, as (stage, change): DALI first (decoding on the GPU where there is one,
     whole images there, with its hardware decoder's share chosen for the GPU and this machine's cores),
@@ -79,12 +88,9 @@ def loader_changes(best: Case, data_dir: str) -> list[tuple[str, dict]]:
     What a host-bound fed step is tried with comes from `host_bound_changes`."""
     gpu = best.device == "cuda"
     window = recipes.loader_windows(best)
-    # threads left at their default (the cores, AUTO): a later knob built on a winner of 4 keeps them.
-    # On a GPU whole images go to the hardware JPEG engines and are cropped after; a region goes to DALI's
-    # CPU-and-SM decoder: on one H200 DALI alone delivered 19,512.7 images/s decoding whole images against
-    # 16,135.7 for regions, and the compiled step fed whole images 5,851.7 against 5,357.6
+    # threads left at their default (the cores, AUTO): a later knob built on a winner of 4 keeps them
     dali = dict(loader="dali", data_dir=data_dir, dali_device="mixed" if gpu else "cpu", **window,
-                **({"dali_crop": "resize"} if gpu else {}))
+                dali_crop=fed_start_crop(best.device))
     out = [("loader", dali)]
     if gpu:
         # there DALI-fed compiled steps at batch 256 ran 78-85% of synthetic, the device idle, no input stall:
@@ -102,7 +108,7 @@ def loader_changes(best: Case, data_dir: str) -> list[tuple[str, dict]]:
     out.append(("loader", dict(dali, dali_prefetch_depth=3)))
     if gpu:
         out.append(("loader", dict(dali, hw_decoder_load=1.0)))
-        out.append(("loader", dict(dali, dali_crop="decoder")))
+        out.append(("loader", dict(dali, dali_crop="decoder")))  # the crop decoded alone
     return out
 
 

@@ -13,6 +13,7 @@ from ..analysis.search import (
     Outcome,
     describe_case,
     difference,
+    fed_start_crop,
     figure,
     judge,
     versus,
@@ -102,8 +103,7 @@ def fed_source(case, synthetic=None) -> str:
         knobs.append(f"queue {case.dali_prefetch_depth}")
     if case.device == "cuda" and case.dali_handoff == "stream":
         knobs.append("to the stream")
-    # said where it differs from where the fed search starts: whole images on a GPU, the crop alone on a CPU
-    if case.dali_crop != ("resize" if case.device == "cuda" else "decoder"):
+    if case.dali_crop != fed_start_crop(case.device):  # said where it differs from where the fed search starts
         knobs.append("whole decode" if case.dali_crop == "resize" else "crop decoded")
     return ", ".join(knobs) + step
 
