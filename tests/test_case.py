@@ -15,6 +15,7 @@ from bench.core.case import Case, CaseError
     ({"accumulation_mode": "sometimes"}, "accumulation_mode", "article, no_sync"),
     ({"dp_device_selection": "random"}, "dp_device_selection", "default, free_memory"),
     ({"compile": "default", "compile_wrapper": "c++"}, "compile_wrapper", "python, cpp"),
+    ({"step_stream": "side"}, "step_stream", "default, own"),
 ])
 def test_bad_choice_names_field_and_accepted_values(changes, field, accepted):
     with pytest.raises(CaseError) as e:
@@ -46,6 +47,7 @@ def test_bad_choice_names_field_and_accepted_values(changes, field, accepted):
     ({"cuda_graph": True, "optimizer_impl": "fused", "overhead_check": True}, "needs a model step to capture"),
     ({"cuda_graph": 1}, "cuda_graph=1 must be true or false"),
     ({"device": "cpu", "precision": "tf32"}, "precision='tf32' needs device='cuda'"),
+    ({"device": "cpu", "step_stream": "own"}, "step_stream='own' makes a CUDA stream and needs device='cuda'"),
     ({"strategy": "single", "gpus": 2}, "gpus=2 with strategy='single'"),
     ({"device": "cpu", "strategy": "dp", "gpus": 2}, "gpus=2 with strategy='dp' on device='cpu'"),
     ({"loader": "torch"}, "loader='torch' needs data_dir"),

@@ -64,6 +64,15 @@ def test_where_dali_cuts_the_crop_is_a_knob_of_its_own():
     assert "/whole-decode" in labels.describe(whole.to_dict()) and "whole" not in labels.describe(fed.to_dict())
 
 
+def test_the_steps_on_a_stream_of_their_own_is_a_knob_of_its_own():
+    fed = _golden_cases()["loader-dali-mixed g1"]
+    stored = {k: v for k, v in fed.to_dict().items() if k != "step_stream"}
+    assert fed.step_stream == "default" and identity.case_id(stored) == fed.case_id  # stored before the knob
+    own = fed.replace(step_stream="own")
+    assert own.case_id != fed.case_id and identity.differing_fields(fed, own) == {"step_stream"}
+    assert ", own stream," in labels.describe(own.to_dict()) and "stream" not in labels.describe(fed.to_dict())
+
+
 def test_the_compiled_kernels_launched_from_cpp_is_a_knob_of_its_own():
     compiled = Case(precision="fp16", channels_last=True, compile="default", compile_scope="step")
     stored = {k: v for k, v in compiled.to_dict().items() if k != "compile_wrapper"}

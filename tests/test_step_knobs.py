@@ -112,3 +112,17 @@ def test_fused_sgd_starts_from_zeroed_momentum_so_an_overflowed_first_step_harms
     opt.step()
     assert all(torch.allclose(p, b - 0.01 * g) for p, b, g in zip(model.parameters(), before, grads))
     assert "momentum_buffer" not in make_optimizer(torch.nn.Linear(2, 2).parameters(), "default").state.get(0, {})
+
+
+def test_the_steps_run_on_a_stream_of_their_own_only_where_asked(monkeypatch):
+    from bench.worker import context
+    made, current = [], []
+    monkeypatch.setattr(torch.cuda, "Stream", lambda device: made.append(device) or f"stream on {device}")
+    monkeypatch.setattr(torch.cuda, "set_stream", current.append)
+    gpu = RankContext(device=torch.device("cuda", 1), devices=[torch.device("cuda", 1)])
+    context.use_step_stream(Case(precision="fp16"), gpu)
+    assert made == [] and current == []  # PyTorch's default stream, as before the knob
+    context.use_step_stream(Case(precision="fp16", step_stream="own"), gpu)
+    assert made == [torch.device("cuda", 1)] and current == ["stream on cuda:1"]  # the rank's own device
+    context.use_step_stream(Case(precision="fp16", step_stream="own"), RankContext())
+    assert len(made) == 1  # never on a CPU rank

@@ -9,7 +9,7 @@ from . import identity
 from .case_checks import (  # noqa: F401 (the accepted values, read from here too)
     ACCUMULATION_MODES, AUTO, COMPILE_MODES, COMPILE_SCOPES, COMPILE_WRAPPERS, DALI_CROPS, DALI_DEVICES,
     DALI_HANDOFFS, DEVICES, DP_DEVICE_SELECTIONS, FAULTS, LOADERS, MODELS, OPTIMIZER_IMPLS, PRECISIONS,
-    STRATEGIES, validate)
+    STEP_STREAMS, STRATEGIES, validate)
 from .errors import CaseError
 
 
@@ -59,6 +59,12 @@ class Case:
     as one CUDA graph after the warm-up's first steps and replayed; each batch is copied into the
     graph's input. Needs a GPU, strategy='single', the `fused` optimizer (the others read the loss
     scaler's verdict on the host) and no `compile` mode of its own CUDA graphs."""
+
+    step_stream: str = "default"
+    """The CUDA stream the rank's work runs on: `default`, PyTorch's (CUDA's legacy default stream, which
+    waits for work queued on the device's blocking streams before it and holds up their later work), or
+    `own`, a stream made for the rank at start, so another library's GPU work (a loader's) neither waits
+    for the queued steps through it nor holds them up; needs device='cuda'."""
 
     # --- input -----------------------------------------------------------------------------
     loader: str = "synthetic"

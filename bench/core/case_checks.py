@@ -27,6 +27,7 @@ COMPILE_MODES = ("", "default", "reduce-overhead", "max-autotune-no-cudagraphs",
 COMPILE_SCOPES = ("model", "step")
 COMPILE_WRAPPERS = ("python", "cpp")
 OPTIMIZER_IMPLS = ("default", "foreach", "fused")
+STEP_STREAMS = ("default", "own")
 
 
 def _one_of(name, value, accepted):
@@ -59,6 +60,7 @@ def validate(c) -> None:
     _one_of("compile_scope", c.compile_scope, COMPILE_SCOPES)
     _one_of("compile_wrapper", c.compile_wrapper, COMPILE_WRAPPERS)
     _one_of("optimizer_impl", c.optimizer_impl, OPTIMIZER_IMPLS)
+    _one_of("step_stream", c.step_stream, STEP_STREAMS)
     for name in ("channels_last", "cudnn_benchmark", "loader_only", "overhead_check", "pin_memory", "non_blocking", "persistent_workers",
                  "dp_loss_in_forward", "gradient_as_bucket_view", "static_graph", "broadcast_buffers", "cuda_graph"):
         if not isinstance(getattr(c, name), bool):
@@ -113,6 +115,8 @@ def validate(c) -> None:
     if c.compile in ("reduce-overhead", "max-autotune") and c.device != "cuda":
         raise CaseError(f"compile={c.compile!r} replays CUDA graphs and needs device='cuda'; on the cpu use "
                         "'default' or 'max-autotune-no-cudagraphs'")
+    if c.step_stream == "own" and c.device != "cuda":
+        raise CaseError("step_stream='own' makes a CUDA stream and needs device='cuda'; on the cpu leave it 'default'")
     if c.compile and c.strategy == "dp":
         raise CaseError("compile with strategy='dp' is not supported (DataParallel re-replicates every step); use single or ddp")
     if c.cuda_graph:

@@ -23,7 +23,7 @@ ID_DEFAULTS = {
     "accumulation_mode": "article", "nccl_env": [], "warmup_steps": 10, "steps": 30, "min_window_s": 0.0,
     "repeats": 3, "timeout_s": 900.0, "seed": 0, "overhead_check": False, "fault": "", "fault_rank": 0,
     "cuda_graph": False, "dali_prefetch_depth": 2, "dali_handoff": "host", "profile_steps": 0,
-    "dali_crop": "decoder", "compile_wrapper": "python",
+    "dali_crop": "decoder", "compile_wrapper": "python", "step_stream": "default",
 }
 """Each field's value when ids were fixed, frozen: a field set to it is left out of the id. A new
 field is added here with its default (a stored case predates it and ran that way); a Case default

@@ -17,6 +17,8 @@ def describe(case: dict) -> str:
         parts.append(f"SGD {case['optimizer_impl']}")
     if case.get("cuda_graph"):
         parts.append("step as one CUDA graph")
+    if case.get("step_stream", "default") == "own":
+        parts.append("own stream")
     if case["device"] == "cuda" and case.get("cudnn_benchmark", True) is False:
         parts.append("cudnn-benchmark off")
     if case["strategy"] == "dp":

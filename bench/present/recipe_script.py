@@ -48,6 +48,10 @@ def main():
         local = int(os.environ.get("LOCAL_RANK", 0))
         torch.cuda.set_device(local)
         device = torch.device("cuda", local)
+        if S["step_stream"] == "own":
+            # everything from here on a stream of this process's own, never CUDA's legacy default stream:
+            # a loader's GPU work then neither waits for the queued steps nor holds them up
+            torch.cuda.set_stream(torch.cuda.Stream(device))
     else:
         device = torch.device("cpu")
 

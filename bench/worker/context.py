@@ -29,7 +29,18 @@ def from_environment(case) -> RankContext:
         device = torch.device("cuda", local)
     else:
         device = torch.device("cpu")
-    return RankContext(rank=rank, world_size=world, local_rank=local, device=device, devices=[device])
+    ctx = RankContext(rank=rank, world_size=world, local_rank=local, device=device, devices=[device])
+    use_step_stream(case, ctx)
+    return ctx
+
+
+def use_step_stream(case, ctx: RankContext) -> None:
+    """With step_stream='own', make a stream for the rank's device and let everything after (the model's
+    set-up, the loader's copies, every step, the timing events) run on it: work that another library
+    queues on CUDA's legacy default stream, or on a blocking stream, then neither waits for the queued
+    steps nor holds them up. Set before anything touches the device, so nothing needs to wait across."""
+    if case.step_stream == "own" and ctx.device.type == "cuda":
+        torch.cuda.set_stream(torch.cuda.Stream(ctx.device))
 
 
 def synchronize(ctx: RankContext) -> None:
