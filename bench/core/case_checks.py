@@ -116,7 +116,8 @@ def validate(c) -> None:
         raise CaseError(f"compile={c.compile!r} replays CUDA graphs and needs device='cuda'; on the cpu use "
                         "'default' or 'max-autotune-no-cudagraphs'")
     if c.step_stream == "own" and c.device != "cuda":
-        raise CaseError("step_stream='own' makes a CUDA stream and needs device='cuda'; on the cpu leave it 'default'")
+        raise CaseError("step_stream='own' makes a CUDA stream and needs device='cuda'; "
+                        "on the cpu leave it 'default'")
     if c.compile and c.strategy == "dp":
         raise CaseError("compile with strategy='dp' is not supported (DataParallel re-replicates every step); use single or ddp")
     if c.cuda_graph:

@@ -15,7 +15,8 @@ from . import recipe_inputs, recipe_script
 
 RECIPE_KNOBS = ("model", "num_classes", "image_size", "device", "gpus", "strategy", "batch_size", "precision",
                 "channels_last", "cudnn_benchmark", "compile", "compile_scope", "compile_wrapper", "optimizer_impl",
-                "cuda_graph", "step_stream", "bucket_cap_mb", "gradient_as_bucket_view", "static_graph", "broadcast_buffers", "seed")
+                "cuda_graph", "step_stream", "bucket_cap_mb", "gradient_as_bucket_view", "static_graph",
+                "broadcast_buffers", "seed")
 LOADER_KNOBS = {"dali": ("dali_device", "hw_decoder_load", "dali_threads", "dali_prefetch_depth", "dali_handoff",
                          "dali_crop"),
                 "torch": ("num_workers", "pin_memory", "non_blocking", "persistent_workers", "prefetch_factor")}
