@@ -32,15 +32,19 @@ print("files", len(files), flush=True)
 dev = torch.device("cuda", 0)
 
 
-def build(threads=15, depth=2, shard=(0, 1), u8=False, antialias=True, seed=1, hw=0.99, prealloc=False, **pkw):
+def build(threads=15, depth=2, shard=(0, 1), u8=False, antialias=True, seed=1, hw=0.99, prealloc=False, dev="mixed",
+          **pkw):
     @pipeline_def(batch_size=B, num_threads=threads, device_id=0, seed=seed, prefetch_queue_depth=depth, **pkw)
     def pipe():
         jpegs, lab = fn.readers.file(files=files, labels=labels, shard_id=shard[0], num_shards=shard[1],
                                      random_shuffle=True, name="Reader")
         hints = dict(preallocate_width_hint=640, preallocate_height_hint=500) if prealloc else {}
-        images = fn.decoders.image(jpegs, device="mixed", output_type=types.RGB, hw_decoder_load=hw, **hints)
+        share = dict(hw_decoder_load=hw) if dev == "mixed" else {}
+        images = fn.decoders.image(jpegs, device=dev, output_type=types.RGB, **share, **hints)
         images = fn.random_resized_crop(images, size=[224, 224], random_area=[0.08, 1.0],
                                         random_aspect_ratio=[0.75, 4 / 3], antialias=antialias)
+        if dev == "cpu":
+            images = images.gpu()
         if not u8:
             images = fn.crop_mirror_normalize(images, dtype=types.FLOAT16, mean=MEAN, std=STD, output_layout="HWC",
                                               mirror=fn.random.coin_flip(probability=0.5))
@@ -165,33 +169,64 @@ def alone(name, it, steps=60, warm=10):
     print(json.dumps({"variant": name, "batch": B, "images_per_s": round(steps * B / dt, 1)}), flush=True)
 
 
+def want(name):
+    return not ONLY or name in ONLY
+
+
 def attempt(fn_, *a, **k):
     try:
         fn_(*a, **k)
     except Exception as e:  # a variant that cannot run says why and the rest go on
-        print(json.dumps({"variant": a[0] if a else "?", "error": repr(e)[:300]}), flush=True)
+        print(json.dumps({"variant": str(a[0]) if a else "?", "error": repr(e)[:300]}), flush=True)
     gc.collect()
 
 
-attempt(run, "synthetic-graph")
-attempt(run, "synthetic-eager", step=eager_step)
-attempt(alone, "dali-alone", host_iter(build()))
-attempt(run, "graph-fed-base", host_iter(build()))
-attempt(run, "eager-fed-base", host_iter(build()), step=eager_step)
-attempt(run, "graph-fed-depth4", host_iter(build(depth=4)))
-attempt(run, "graph-fed-2pipes", alternate(host_iter(build(threads=8, shard=(0, 2))),
-                                           host_iter(build(threads=8, shard=(1, 2), seed=2))))
-attempt(run, "graph-fed-3pipes", alternate(*[host_iter(build(threads=5, shard=(k, 3), seed=k + 1)) for k in range(3)]))
-attempt(run, "graph-fed-u8", host_iter(build(u8=True)), u8=True)
-attempt(run, "graph-fed-2pipes-u8", alternate(host_iter(build(threads=8, shard=(0, 2), u8=True)),
-                                              host_iter(build(threads=8, shard=(1, 2), seed=2, u8=True))), u8=True)
-attempt(run, "graph-fed-noaa", host_iter(build(antialias=False)))
-attempt(run, "graph-fed-stream-depth4", stream_iter(build(depth=4)))
-attempt(run, "graph-fed-legacy-exec", host_iter(build(depth={"cpu_size": 4, "gpu_size": 2}, exec_dynamic=False)))
-attempt(run, "graph-fed-hw1", host_iter(build(hw=1.0)))
-attempt(run, "graph-fed-own", host_iter(build()), own=True)
-attempt(run, "eager-fed-own", host_iter(build()), step=eager_step, own=True)
-attempt(run, "graph-fed-prealloc", host_iter(build(prealloc=True)))
-attempt(run, "graph-fed-own-stream", stream_iter(build()), own=True)
-attempt(run, "synthetic-graph-own", own=True)
-attempt(run, "synthetic-graph-again")
+if want("synthetic-graph"):
+    attempt(run, "synthetic-graph")
+if want("synthetic-eager"):
+    attempt(run, "synthetic-eager", step=eager_step)
+if want("dali-alone"):
+    attempt(alone, "dali-alone", host_iter(build()))
+if want("graph-fed-base"):
+    attempt(run, "graph-fed-base", host_iter(build()))
+if want("eager-fed-base"):
+    attempt(run, "eager-fed-base", host_iter(build()), step=eager_step)
+if want("graph-fed-depth4"):
+    attempt(run, "graph-fed-depth4", host_iter(build(depth=4)))
+if want("graph-fed-2pipes"):
+    attempt(run, "graph-fed-2pipes", alternate(host_iter(build(threads=8, shard=(0, 2))),
+                                               host_iter(build(threads=8, shard=(1, 2), seed=2))))
+if want("graph-fed-3pipes"):
+    attempt(run, "graph-fed-3pipes", alternate(*[host_iter(build(threads=5, shard=(k, 3), seed=k + 1)) for k in range(3)]))
+if want("graph-fed-u8"):
+    attempt(run, "graph-fed-u8", host_iter(build(u8=True)), u8=True)
+if want("graph-fed-2pipes-u8"):
+    attempt(run, "graph-fed-2pipes-u8", alternate(host_iter(build(threads=8, shard=(0, 2), u8=True)),
+                                                  host_iter(build(threads=8, shard=(1, 2), seed=2, u8=True))), u8=True)
+if want("graph-fed-noaa"):
+    attempt(run, "graph-fed-noaa", host_iter(build(antialias=False)))
+if want("graph-fed-stream-depth4"):
+    attempt(run, "graph-fed-stream-depth4", stream_iter(build(depth=4)))
+if want("graph-fed-legacy-exec"):
+    attempt(run, "graph-fed-legacy-exec", host_iter(build(depth={"cpu_size": 4, "gpu_size": 2}, exec_dynamic=False)))
+if want("graph-fed-hw1"):
+    attempt(run, "graph-fed-hw1", host_iter(build(hw=1.0)))
+if want("graph-fed-own"):
+    attempt(run, "graph-fed-own", host_iter(build()), own=True)
+if want("eager-fed-own"):
+    attempt(run, "eager-fed-own", host_iter(build()), step=eager_step, own=True)
+if want("graph-fed-prealloc"):
+    attempt(run, "graph-fed-prealloc", host_iter(build(prealloc=True)))
+if want("graph-fed-own-stream"):
+    attempt(run, "graph-fed-own-stream", stream_iter(build()), own=True)
+if want("synthetic-graph-own"):
+    attempt(run, "synthetic-graph-own", own=True)
+if want("dali-cpu-alone"):
+    attempt(alone, "dali-cpu-alone", host_iter(build(threads=14, dev="cpu")))
+if want("graph-fed-cpu"):
+    attempt(run, "graph-fed-cpu", host_iter(build(threads=14, dev="cpu")))
+if want("graph-fed-hybrid"):
+    attempt(run, "graph-fed-hybrid", alternate(host_iter(build(threads=4, shard=(0, 2))),
+                                               host_iter(build(threads=11, shard=(1, 2), seed=2, dev="cpu"))))
+if want("synthetic-graph-again"):
+    attempt(run, "synthetic-graph-again")
