@@ -206,6 +206,26 @@ def test_dali_decodes_whole_images_and_crops_after_where_asked(jpegs):
     loader.close()
 
 
+def test_a_cpu_share_splits_each_batch_its_files_and_threads_between_two_pipelines(jpegs):
+    pytest.importorskip("nvidia.dali")
+    from bench.worker.loaders.dali import DaliLoader, split_batch, split_files, split_threads
+    assert split_batch(512, 1 / 3) == (341, 171) and split_batch(4, 0.5) == (2, 2)
+    (gf, gl), (cf, cl) = split_files(list("abcdefghi"), list(range(9)), 1 / 3)
+    assert cf == ["c", "f", "i"] and cl == [2, 5, 8] and gf == list("abdegh")  # spread over the list
+    assert split_threads(16) == (4, 11) and split_threads(2) == (1, 1) and split_threads(8) == (2, 5)
+    loader = DaliLoader(_case(jpegs, loader="dali", dali_device="cpu", channels_last=True, dali_cpu_share=0.5),
+                        RankContext())
+    assert len(loader.pipes) == 2 and loader.facts()["loader_cpu_batch"] == 2
+    stream = iter(loader)
+    labels = []
+    for _ in range(12):  # one epoch of 48 files: 24 in each pipeline's list, 2 of them in each batch
+        images, target = next(stream)
+        assert images.shape == (4, 3, 32, 32) and images.is_contiguous(memory_format=torch.channels_last)
+        labels += target.tolist()
+    assert loader.delivered == 48 and sorted(set(labels)) == [0, 1, 2, 3]
+    loader.close()
+
+
 def test_dali_stream_handoff_delivers_dense_batches_epoch_after_epoch(jpegs):
     pytest.importorskip("nvidia.dali")
     from bench.worker.loaders.dali import DaliLoader, StreamHandoff, _pipeline, handoff_used

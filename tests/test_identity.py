@@ -73,6 +73,15 @@ def test_the_steps_on_a_stream_of_their_own_is_a_knob_of_its_own():
     assert ", own stream," in labels.describe(own.to_dict()) and "stream" not in labels.describe(fed.to_dict())
 
 
+def test_the_share_dali_decodes_on_the_cpu_is_a_knob_of_its_own():
+    fed = _golden_cases()["loader-dali-mixed g1"]
+    stored = {k: v for k, v in fed.to_dict().items() if k != "dali_cpu_share"}
+    assert fed.dali_cpu_share == 0 and identity.case_id(stored) == fed.case_id  # stored before the knob
+    split = fed.replace(dali_cpu_share=0.3)
+    assert split.case_id != fed.case_id and identity.differing_fields(fed, split) == {"dali_cpu_share"}
+    assert labels.describe(split.to_dict()).endswith("/cpu-decodes0.3") and "cpu-" not in labels.describe(fed.to_dict())
+
+
 def test_the_compiled_kernels_launched_from_cpp_is_a_knob_of_its_own():
     compiled = Case(precision="fp16", channels_last=True, compile="default", compile_scope="step")
     stored = {k: v for k, v in compiled.to_dict().items() if k != "compile_wrapper"}

@@ -345,16 +345,17 @@ def test_the_winner_fed_by_jpegs_is_judged_against_its_synthetic_figure_with_the
                        ("loader", "dali"): -3.0, ("loader", "torch"): -30.0})
     out = search(standin).run(BASE, 1, data_dir="/data", with_compile=False)
     assert [(c.case.loader, c.case.optimizer_impl, c.case.min_window_s) for c in out.fed] == \
-        [("dali", "fused", recipes.LOADER_WINDOW_S)] * 2 + [("torch", "fused", recipes.LOADER_WINDOW_S)] + \
+        [("dali", "fused", recipes.LOADER_WINDOW_S)] * 3 + [("torch", "fused", recipes.LOADER_WINDOW_S)] + \
         [("dali", "fused", recipes.LOADER_WINDOW_S)] * 4
     dali = out.fed[0].case
     assert (dali.dali_device, dali.hw_decoder_load, dali.dali_prefetch_depth) == ("mixed", -1, 2)
     assert dali.dali_handoff == "host" and dali.dali_crop == "resize"  # whole images to the hardware decoder
-    # DALI on 4 threads; DALI's batches handed to the training stream, its queue, its decoder share and
-    # the crop decoded alone, one at a time
-    assert out.fed[1].case == dali.replace(dali_threads=4) and out.fed[3].case == dali.replace(dali_handoff="stream")
-    assert [(c.case.dali_prefetch_depth, c.case.hw_decoder_load) for c in out.fed[4:6]] == [(3, -1), (2, 1.0)]
-    assert out.fed[6].case == dali.replace(dali_crop="decoder")
+    # a share of each batch decoded on the CPU; DALI on 4 threads; DALI's batches handed to the training
+    # stream, its queue, its decoder share and the crop decoded alone, one at a time
+    assert out.fed[1].case == dali.replace(dali_cpu_share=0.3) and out.fed[2].case == dali.replace(dali_threads=4)
+    assert out.fed[4].case == dali.replace(dali_handoff="stream")
+    assert [(c.case.dali_prefetch_depth, c.case.hw_decoder_load) for c in out.fed[5:7]] == [(3, -1), (2, 1.0)]
+    assert out.fed[7].case == dali.replace(dali_crop="decoder")
     assert all(c.case.step_stream == "default" for c in out.fed)  # measured no faster on its own stream
     assert out.fed_best.case == dali and out.fed[0].note == "where the fed search starts"
     text = recommend_text.render([out], 600, {})
@@ -364,7 +365,7 @@ def test_the_winner_fed_by_jpegs_is_judged_against_its_synthetic_figure_with_the
     assert "| JPEGs: dali mixed (fed winner) " in text and "| JPEGs: torch DataLoader " in text
     assert "| JPEGs: dali mixed, queue 3 " in text and "| JPEGs: dali mixed, hw share 1 " in text
     assert "| JPEGs: dali mixed, to the stream " in text and "| JPEGs: dali mixed, crop decoded " in text
-    assert "| JPEGs: dali mixed, 4 threads " in text
+    assert "| JPEGs: dali mixed, 4 threads " in text and "| JPEGs: dali mixed, 30% CPU-decoded " in text
     assert "| loader    | fed by JPEGs: dali mixed, queue 3 " in text  # each against the best fed then
     assert max(len(ln) for ln in text.splitlines()) <= 120
 
@@ -372,23 +373,24 @@ def test_the_winner_fed_by_jpegs_is_judged_against_its_synthetic_figure_with_the
 def test_the_fed_search_keeps_a_loader_knob_only_beyond_noise_and_tries_each_loader_from_the_winner():
     standin = StandIn({("optimizer_impl", "fused"): 20.0, ("loader", "dali"): -12.0, ("dali_prefetch_depth", 3): 8.0,
                        ("hw_decoder_load", 1.0): -5.0, ("loader", "torch"): -40.0, ("dali_handoff", "stream"): -10.0,
-                       ("dali_crop", "resize"): 6.0, ("dali_threads", 4): 5.0})
+                       ("dali_crop", "resize"): 6.0, ("dali_threads", 4): 5.0, ("dali_cpu_share", 0.3): 7.0})
     out = search(standin).run(BASE, 1, data_dir="/data", with_compile=False)
     best = out.fed_best.case
     assert (best.loader, best.dali_prefetch_depth, best.hw_decoder_load, best.dali_handoff, best.dali_crop,
-            best.dali_threads) == ("dali", 3, -1, "host", "resize", 4)
-    # the later knobs build on the 4 threads that were kept
-    assert out.fed[1].case.dali_threads == 4 and out.fed[1].case.dali_crop == "resize"
-    assert out.fed[1].note.startswith("kept, +5.0%: faster") and out.fed[1].against == out.fed[0].case
-    torch_fed = out.fed[2].case
+            best.dali_threads, best.dali_cpu_share) == ("dali", 3, -1, "host", "resize", 4, 0.3)
+    assert out.fed[1].case.dali_cpu_share == 0.3 and out.fed[1].note.startswith("kept, +7.0%: faster")
+    # the later knobs build on the CPU's share and the 4 threads that were kept
+    assert out.fed[2].case.dali_threads == 4 and out.fed[2].case.dali_cpu_share == 0.3
+    assert out.fed[2].note.startswith("kept, +5.0%: faster") and out.fed[2].against == out.fed[1].case
+    torch_fed = out.fed[3].case
     assert torch_fed.loader == "torch" and torch_fed.num_workers == -1 and torch_fed.dali_prefetch_depth == 2
-    assert out.fed[2].against == out.best.case  # another loader starts from the synthetic winner
-    assert out.fed[3].case.dali_handoff == "stream" and out.fed[3].case.dali_threads == 4
-    assert out.fed[3].note.startswith("-10.0%: slower")
-    assert out.fed[4].note.startswith("kept, +8.0%: faster") and out.fed[4].against == out.fed[1].case
+    assert out.fed[3].against == out.best.case and torch_fed.dali_cpu_share == 0  # from the synthetic winner
+    assert out.fed[4].case.dali_handoff == "stream" and out.fed[4].case.dali_threads == 4
+    assert out.fed[4].note.startswith("-10.0%: slower")
+    assert out.fed[5].note.startswith("kept, +8.0%: faster") and out.fed[5].against == out.fed[2].case
     # the decoder's share and the crop decoded alone were tried on top of the deeper queue
-    assert out.fed[5].against == out.fed[4].case and out.fed[5].case.dali_prefetch_depth == 3
-    assert out.fed[6].case.dali_crop == "decoder" and out.fed[6].note.startswith("-5.7%: slower")
+    assert out.fed[6].against == out.fed[5].case and out.fed[6].case.dali_prefetch_depth == 3
+    assert out.fed[7].case.dali_crop == "decoder" and out.fed[7].note.startswith("-5.7%: slower")
 
 
 def test_a_winner_captured_as_a_cuda_graph_is_also_fed_with_an_eager_step():
@@ -431,10 +433,10 @@ def test_a_compiled_winner_is_also_tried_with_its_kernels_launched_from_cpp():
     assert wrapper.case.compile_wrapper == "cpp" and wrapper.note.startswith("-4.0%: slower")
     assert out.best.case.compile == "default" and out.best.case.compile_wrapper == "python"
     # right after the 4 threads made it host-bound: the larger batch the search ran (a tie), then C++ launches
-    assert [(c.case.batch_size, c.case.compile_wrapper) for c in out.fed[1:4]] == \
+    assert [(c.case.batch_size, c.case.compile_wrapper) for c in out.fed[2:5]] == \
         [(256, "python"), (512, "python"), (256, "cpp")]
-    fed_cpp = out.fed[3]
-    assert fed_cpp.case.dali_threads == 4 and fed_cpp.against == out.fed[1].case
+    fed_cpp = out.fed[4]
+    assert fed_cpp.case.dali_threads == 4 and fed_cpp.against == out.fed[2].case
     assert fed_cpp.note.startswith("-4.0%: slower") and out.fed_best.case.compile_wrapper == "python"
     assert [c.case.compile_wrapper for c in out.fed].count("cpp") == 1  # once, though the best stays host-bound
     text = recommend_text.render([out], 600, {})
@@ -515,7 +517,8 @@ def test_the_jpeg_recipe_names_its_loader_and_writes_the_share_that_ran(tmp_path
     assert "'step_stream': 'own'," in text and "torch.cuda.set_stream(torch.cuda.Stream(device))" in text
     assert path.name == "recipe_1gpu_jpeg.py" and "python recipe_1gpu_jpeg.py --data DIR" in text
     assert "'hw_decoder_load': 0.99," in text and "'dali_prefetch_depth': 3," in text and "'cuda_graph': True," in text
-    assert "'dali_handoff': 'stream'," in text and "outs = p.run(stream)" in text  # batches handed to the stream
+    assert "'dali_handoff': 'stream'," in text and "outs = [p.run(stream) for p in pipes]" in text  # to the stream
+    assert "'dali_cpu_share': 0.0," in text
     assert "'dali_crop': 'decoder'," in text and "decode only the random crop's region of each JPEG (on the GPU" in text
     assert "through NVIDIA DALI" in text and "num_workers" not in text and "/jpegs" not in text  # no path of ours
     assert 'default=10, help="timed windows"' in text
@@ -531,7 +534,7 @@ def test_the_jpeg_recipe_names_its_loader_and_writes_the_share_that_ran(tmp_path
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("loader", ["dali", "dali-whole", "torch"])
+@pytest.mark.parametrize("loader", ["dali", "dali-whole", "dali-split", "torch"])
 def test_a_jpeg_recipe_runs_on_a_jpeg_folder(tmp_path, tiny, loader):
     from bench.data import generate
     if loader.startswith("dali"):
@@ -539,11 +542,14 @@ def test_a_jpeg_recipe_runs_on_a_jpeg_folder(tmp_path, tiny, loader):
     data = tmp_path / "jpegs"
     generate.make_dataset(data, 48, 4, seed=1, workers=2, echo=lambda m: None)
     knobs = {"dali": dict(loader="dali", dali_device="cpu"), "torch": dict(loader="torch", num_workers=1),
-             "dali-whole": dict(loader="dali", dali_device="cpu", dali_crop="resize")}[loader]
+             "dali-whole": dict(loader="dali", dali_device="cpu", dali_crop="resize"),
+             "dali-split": dict(loader="dali", dali_device="cpu", dali_cpu_share=0.5)}[loader]
     case = tiny.replace(data_dir=str(data), **knobs)
     path = recipe.write(case, _fed_record(), "single, fp32", tmp_path)
     if loader == "dali-whole":  # whole images decoded, then cropped and resized by one operator
         assert "'dali_crop': 'resize'," in path.read_text() and "decode whole images (on the CPU)" in path.read_text()
+    if loader == "dali-split":  # half of each batch from a second pipeline decoding on the CPU
+        assert "'dali_cpu_share': 0.5," in path.read_text()
     ran = subprocess.run([sys.executable, str(path), "--data", str(data), "--warmup", "1", "--steps", "2",
                           "--windows", "2"], capture_output=True, text=True, timeout=300)
     assert ran.returncode == 0, ran.stderr[-2000:]

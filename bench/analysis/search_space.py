@@ -66,6 +66,11 @@ def next_batch(start: int, best: int, tried: list[int]) -> int | None:
 LEAN_DALI_THREADS = 4
 """DALI's threads in the lean candidate, beside the machine's cores: with whole images decoded, on one
 H200 DALI alone delivered 18,028.7 images/s on 4 threads (19,512.7 on 16), far above what a step takes."""
+CPU_DECODE_SHARE = 0.3
+"""The share of each batch the fed search has decoded on the CPU, in a second DALI pipeline: on one H200
+DALI decoding on the CPU (14 threads) fed the captured step at its own pace, 3,417.6 images/s against
+3,229.6 alone, where GPU decoding cost the step about its own time: 44% of the compiled step's 7,289.0,
+less what the GPU-decoding pipeline's threads and the step's own thread take of the 16 cores."""
 LOADER_BUDGET_SHARE = 0.35
 """With a data folder, the part of a GPU count's budget kept for the winner fed by JPEGs."""
 
@@ -82,12 +87,12 @@ def fed_start_crop(device: str) -> str:
 def loader_changes(best: Case, data_dir: str) -> list[tuple[str, dict]]:
     """The winner fed by JPEGs, as (stage, change): DALI first (decoding on the GPU where there is one,
     whole images there, with its hardware decoder's share chosen for the GPU and this machine's cores),
-    then DALI on 4 threads, an eager step where the winner captured it as a CUDA graph, the torch
-    DataLoader, then DALI's batches handed to the training stream, its queue depth, its decoder share and
-    (on a GPU) the crop decoded alone, one at a time; each over windows long enough for a loader's rounds.
-    What a host-bound fed step is tried with comes from `host_bound_changes`. The steps on a stream of
-    their own (`step_stream=own`) are not tried: on one H200 the fed step ran 6,364.9 images/s with it
-    against 6,361.2 without."""
+    then (on a GPU) a share of each batch decoded on the CPU by a second pipeline, DALI on 4 threads, an
+    eager step where the winner captured it as a CUDA graph, the torch DataLoader, then DALI's batches
+    handed to the training stream, its queue depth, its decoder share and (on a GPU) the crop decoded
+    alone, one at a time; each over windows long enough for a loader's rounds. What a host-bound fed step
+    is tried with comes from `host_bound_changes`. The steps on a stream of their own (`step_stream=own`)
+    are not tried: on one H200 the fed step ran 6,364.9 images/s with it against 6,361.2 without."""
     gpu = best.device == "cuda"
     window = recipes.loader_windows(best)
     # threads left at their default (the cores, AUTO): a later knob built on a winner of 4 keeps them
@@ -95,6 +100,8 @@ def loader_changes(best: Case, data_dir: str) -> list[tuple[str, dict]]:
                 dali_crop=fed_start_crop(best.device))
     out = [("loader", dali)]
     if gpu:
+        # a step that fills the GPU waits for DALI's GPU work but not for its CPU work
+        out.append(("loader", dict(dali, dali_cpu_share=CPU_DECODE_SHARE)))
         # there DALI-fed compiled steps at batch 256 ran 78-85% of synthetic, the device idle, no input stall:
         # the host thread queued the step late; DALI's threads, bursting over every core, may delay it
         out.append(("loader", dict(dali, dali_threads=LEAN_DALI_THREADS)))

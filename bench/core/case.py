@@ -103,6 +103,10 @@ class Case:
     dali_crop: str = "decoder"
     """DALI: where the random crop is cut. `decoder`: only the crop's region of each JPEG is decoded; `resize`:
     whole images (what hardware JPEG engines take), then one operator cuts the random window and resizes it."""
+    dali_cpu_share: float = 0.0
+    """DALI: the share of each batch decoded on the CPU by a second pipeline (its own part of the files and
+    of the threads), joined on the device to the part the first pipeline decodes as `dali_device` says;
+    0 = one pipeline. On one H200 a step that fills the GPU waited for DALI's GPU work, not for its CPU work."""
 
     # --- DataParallel (the second article's knobs) -------------------------------------------
     dp_device_selection: str = "default"

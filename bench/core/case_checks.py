@@ -87,6 +87,10 @@ def validate(c) -> None:
         _at_least("hw_decoder_load", c.hw_decoder_load, 0.0, float)
     if c.hw_decoder_load > 1:
         raise CaseError(f"hw_decoder_load={c.hw_decoder_load!r} must be -1 (chosen for the GPU) or between 0 and 1")
+    _at_least("dali_cpu_share", c.dali_cpu_share, 0.0, float)
+    if c.dali_cpu_share > 0 and not 1 <= round(c.process_batch * c.dali_cpu_share) < c.process_batch:
+        raise CaseError(f"dali_cpu_share={c.dali_cpu_share!r} of a batch of {c.process_batch} leaves one pipeline no "
+                        f"image; use 0 or a share that gives each pipeline at least one")
     _at_least("dali_prefetch_depth", c.dali_prefetch_depth, 1)
 
     if c.device == "cpu" and c.precision == "tf32":

@@ -46,6 +46,8 @@ def _dali(case: dict) -> str:
         text += "/to-stream"
     if case.get("dali_crop", "decoder") == "resize":
         text += "/whole-decode"
+    if case.get("dali_cpu_share", 0.0) > 0:
+        text += f"/cpu-decodes{case['dali_cpu_share']:g}"
     return text
 
 

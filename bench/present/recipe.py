@@ -18,7 +18,7 @@ RECIPE_KNOBS = ("model", "num_classes", "image_size", "device", "gpus", "strateg
                 "cuda_graph", "step_stream", "bucket_cap_mb", "gradient_as_bucket_view", "static_graph",
                 "broadcast_buffers", "seed")
 LOADER_KNOBS = {"dali": ("dali_device", "hw_decoder_load", "dali_threads", "dali_prefetch_depth", "dali_handoff",
-                         "dali_crop"),
+                         "dali_crop", "dali_cpu_share"),
                 "torch": ("num_workers", "pin_memory", "non_blocking", "persistent_workers", "prefetch_factor")}
 BLOCKS = {"synthetic": recipe_inputs.SYNTHETIC, "dali": recipe_inputs.DALI, "torch": recipe_inputs.TORCH}
 

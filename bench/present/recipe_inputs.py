@@ -43,7 +43,8 @@ DALI = JPEG_FOLDER + '''
 
 def batches(device, rank, world, root):
     """NVIDIA DALI: read, decode {decode}, resize the random crop, flip and normalise, delivered in the
-    layout and dtype the model reads first, sharded by rank."""
+    layout and dtype the model reads first, sharded by rank; with a CPU share, a second pipeline decodes
+    that share of each batch on the CPU and the two parts are joined on the device."""
     from nvidia.dali import fn, pipeline_def, types
     from nvidia.dali.plugin.base_iterator import LastBatchPolicy
     from nvidia.dali.plugin.pytorch import DALIGenericIterator
@@ -53,51 +54,79 @@ def batches(device, rank, world, root):
     on_gpu = device.type == "cuda"
     out_dtype = types.FLOAT16 if S["precision"] == "fp16" and on_gpu else types.FLOAT
 
-    @pipeline_def(batch_size=S["batch_size"], num_threads=threads, device_id=device.index if on_gpu else None,
-                  seed=S["seed"] + rank, prefetch_queue_depth=S["dali_prefetch_depth"])
-    def pipe():
-        jpegs, lab = fn.readers.file(files=files, labels=labels, shard_id=rank, num_shards=world,
-                                     random_shuffle=True, name="Reader")
-        share = {{"hw_decoder_load": S["hw_decoder_load"]}} if S["dali_device"] == "mixed" else {{}}
-        window, size = dict(random_area=[0.08, 1.0], random_aspect_ratio=[0.75, 4 / 3]), S["image_size"]
-        if S["dali_crop"] == "decoder":  # the decoder reads only the crop's region of each JPEG
-            images = fn.resize(fn.decoders.image_random_crop(jpegs, device=S["dali_device"], output_type=types.RGB,
-                                                             **window, **share), resize_x=size, resize_y=size)
-        else:  # whole images decoded (what hardware JPEG decoders take), then cropped and resized at once
-            images = fn.decoders.image(jpegs, device=S["dali_device"], output_type=types.RGB, **share)
-            images = fn.random_resized_crop(images, size=[size, size], **window)
-        images = images.gpu() if on_gpu and S["dali_device"] == "cpu" else images  # normalised on the GPU
-        images = fn.crop_mirror_normalize(images, dtype=out_dtype, mean=MEAN, std=STD,
-                                          output_layout="HWC" if S["channels_last"] else "CHW",
-                                          mirror=fn.random.coin_flip(probability=0.5))
-        return images, lab.gpu() if on_gpu else lab
+    def pipeline(files, labels, batch, decode_on, threads, seed):
+        @pipeline_def(batch_size=batch, num_threads=threads, device_id=device.index if on_gpu else None,
+                      seed=seed, prefetch_queue_depth=S["dali_prefetch_depth"])
+        def pipe():
+            jpegs, lab = fn.readers.file(files=files, labels=labels, shard_id=rank, num_shards=world,
+                                         random_shuffle=True, name="Reader")
+            share = {{"hw_decoder_load": S["hw_decoder_load"]}} if decode_on == "mixed" else {{}}
+            window, size = dict(random_area=[0.08, 1.0], random_aspect_ratio=[0.75, 4 / 3]), S["image_size"]
+            if S["dali_crop"] == "decoder":  # the decoder reads only the crop's region of each JPEG
+                images = fn.resize(fn.decoders.image_random_crop(jpegs, device=decode_on, output_type=types.RGB,
+                                                                 **window, **share), resize_x=size, resize_y=size)
+            else:  # whole images decoded (what hardware JPEG decoders take), then cropped and resized at once
+                images = fn.decoders.image(jpegs, device=decode_on, output_type=types.RGB, **share)
+                images = fn.random_resized_crop(images, size=[size, size], **window)
+            images = images.gpu() if on_gpu and decode_on == "cpu" else images  # normalised on the GPU
+            images = fn.crop_mirror_normalize(images, dtype=out_dtype, mean=MEAN, std=STD,
+                                              output_layout="HWC" if S["channels_last"] else "CHW",
+                                              mirror=fn.random.coin_flip(probability=0.5))
+            return images, lab.gpu() if on_gpu else lab
 
-    p = pipe()
-    p.build()
+        p = pipe()
+        p.build()
+        return p
+
+    if S["dali_cpu_share"] > 0:
+        # the CPU's share of each batch from files of its own (spread over the list), on threads of its own;
+        # the hardware decoders need few host threads, and one core stays with the training loop
+        cpu_batch = round(S["batch_size"] * S["dali_cpu_share"])
+        to_cpu = [int((i + 1) * S["dali_cpu_share"]) > int(i * S["dali_cpu_share"]) for i in range(len(files))]
+        gpu_threads = min(4, max(1, threads // 4))
+        parts = [([f for f, c in zip(files, to_cpu) if c == cpu], [lab for lab, c in zip(labels, to_cpu) if c == cpu])
+                 for cpu in (False, True)]
+        pipes = [pipeline(*parts[0], S["batch_size"] - cpu_batch, S["dali_device"], gpu_threads, S["seed"] + rank),
+                 pipeline(*parts[1], cpu_batch, "cpu", max(1, threads - gpu_threads - 1), S["seed"] + world + rank)]
+    else:
+        pipes = [pipeline(files, labels, S["batch_size"], S["dali_device"], threads, S["seed"] + rank)]
+
+    def joined(parts):
+        return parts[0] if len(parts) == 1 else torch.cat(parts)
+
     if on_gpu and S["dali_handoff"] == "stream":
         # outputs bound to the training stream, which waits for DALI on the GPU: the host queues the step at once
         from nvidia.dali.plugin.pytorch import feed_ndarray, to_torch_type
         held = []  # the last batches' DALI buffers stay referenced while their copies are queued
         while True:
             stream = torch.cuda.current_stream(device)
-            outs = p.run(stream)
+            outs = [p.run(stream) for p in pipes]
             batch = []
-            for t in (o.as_tensor() for o in outs):
-                out = torch.empty(t.shape(), dtype=to_torch_type[t.dtype], device=device)
-                batch.append(feed_ndarray(t, out, cuda_stream=stream))
+            for name in (0, 1):
+                copies = []
+                for t in (o[name].as_tensor() for o in outs):
+                    out = torch.empty(t.shape(), dtype=to_torch_type[t.dtype], device=device)
+                    copies.append(feed_ndarray(t, out, cuda_stream=stream))
+                batch.append(joined(copies))
             images, target = batch
             held = (held + [outs])[-2:]
             if S["channels_last"]:
                 images = images.permute(0, 3, 1, 2)  # NHWC in memory, NCHW to the model: channels_last
             yield images, target.reshape(-1).long()
-    it = DALIGenericIterator([p], ["images", "labels"], reader_name="Reader",
-                             last_batch_policy=LastBatchPolicy.DROP, auto_reset=True)
+
+    def epochs(p):
+        it = DALIGenericIterator([p], ["images", "labels"], reader_name="Reader",
+                                 last_batch_policy=LastBatchPolicy.DROP, auto_reset=True)
+        while True:
+            yield from it
+
+    streams = [epochs(p) for p in pipes]
     while True:
-        for out in it:
-            images = out[0]["images"]
-            if S["channels_last"]:
-                images = images.permute(0, 3, 1, 2)  # NHWC in memory, NCHW to the model: channels_last
-            yield images, out[0]["labels"].reshape(-1).long().to(device, non_blocking=True)
+        outs = [next(s)[0] for s in streams]
+        images = joined([o["images"] for o in outs])
+        if S["channels_last"]:
+            images = images.permute(0, 3, 1, 2)  # NHWC in memory, NCHW to the model: channels_last
+        yield images, joined([o["labels"] for o in outs]).reshape(-1).long().to(device, non_blocking=True)
 '''
 
 TORCH = JPEG_FOLDER + '''

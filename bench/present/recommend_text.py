@@ -105,6 +105,8 @@ def fed_source(case, synthetic=None) -> str:
         knobs.append("to the stream")
     if case.dali_crop != fed_start_crop(case.device):  # said where it differs from where the fed search starts
         knobs.append("whole decode" if case.dali_crop == "resize" else "crop decoded")
+    if case.dali_cpu_share > 0:
+        knobs.append(f"{case.dali_cpu_share:.0%} CPU-decoded")
     if case.step_stream == "own":
         knobs.append("own stream")
     return ", ".join(knobs) + step
