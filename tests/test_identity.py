@@ -64,22 +64,15 @@ def test_where_dali_cuts_the_crop_is_a_knob_of_its_own():
     assert "/whole-decode" in labels.describe(whole.to_dict()) and "whole" not in labels.describe(fed.to_dict())
 
 
-def test_the_steps_on_a_stream_of_their_own_is_a_knob_of_its_own():
+@pytest.mark.parametrize("field, value, label", [("step_stream", "own", ", own stream,"),
+                                                ("dali_cpu_share", 0.3, "/cpu-decodes0.3")])
+def test_a_knob_added_later_keeps_stored_ids_and_is_named_where_set(field, value, label):
     fed = _golden_cases()["loader-dali-mixed g1"]
-    stored = {k: v for k, v in fed.to_dict().items() if k != "step_stream"}
-    assert fed.step_stream == "default" and identity.case_id(stored) == fed.case_id  # stored before the knob
-    own = fed.replace(step_stream="own")
-    assert own.case_id != fed.case_id and identity.differing_fields(fed, own) == {"step_stream"}
-    assert ", own stream," in labels.describe(own.to_dict()) and "stream" not in labels.describe(fed.to_dict())
-
-
-def test_the_share_dali_decodes_on_the_cpu_is_a_knob_of_its_own():
-    fed = _golden_cases()["loader-dali-mixed g1"]
-    stored = {k: v for k, v in fed.to_dict().items() if k != "dali_cpu_share"}
-    assert fed.dali_cpu_share == 0 and identity.case_id(stored) == fed.case_id  # stored before the knob
-    split = fed.replace(dali_cpu_share=0.3)
-    assert split.case_id != fed.case_id and identity.differing_fields(fed, split) == {"dali_cpu_share"}
-    assert labels.describe(split.to_dict()).endswith("/cpu-decodes0.3") and "cpu-" not in labels.describe(fed.to_dict())
+    stored = {k: v for k, v in fed.to_dict().items() if k != field}
+    assert identity.case_id(stored) == fed.case_id  # a record stored before the knob ran its default
+    changed = fed.replace(**{field: value})
+    assert changed.case_id != fed.case_id and identity.differing_fields(fed, changed) == {field}
+    assert label in labels.describe(changed.to_dict()) and label not in labels.describe(fed.to_dict())
 
 
 def test_the_compiled_kernels_launched_from_cpp_is_a_knob_of_its_own():
