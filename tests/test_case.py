@@ -53,6 +53,11 @@ def test_bad_choice_names_field_and_accepted_values(changes, field, accepted):
     ({"cuda_graph": 1}, "cuda_graph=1 must be true or false"),
     ({"device": "cpu", "precision": "tf32"}, "precision='tf32' needs device='cuda'"),
     ({"device": "cpu", "step_stream": "own"}, "step_stream='own' makes a CUDA stream and needs device='cuda'"),
+    ({"cuda_max_connections": 33}, "cuda_max_connections=33 must be 0 (as the environment has it) or 1-32"),
+    ({"cuda_max_connections": -1}, "cuda_max_connections=-1 must be >= 0"),
+    ({"cuda_max_connections": 8.0}, "cuda_max_connections=8.0 must be a whole number >= 0"),
+    ({"device": "cpu", "cuda_max_connections": 32}, "cuda_max_connections=32 does nothing here (CUDA's hardware "
+                                                    "work queues need device='cuda')"),
     ({"strategy": "single", "gpus": 2}, "gpus=2 with strategy='single'"),
     ({"device": "cpu", "strategy": "dp", "gpus": 2}, "gpus=2 with strategy='dp' on device='cpu'"),
     ({"loader": "torch"}, "loader='torch' needs data_dir"),

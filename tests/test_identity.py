@@ -65,7 +65,8 @@ def test_where_dali_cuts_the_crop_is_a_knob_of_its_own():
 
 
 @pytest.mark.parametrize("field, value, label", [("step_stream", "own", ", own stream,"),
-                                                ("dali_cpu_share", 0.3, "/cpu-decodes0.3")])
+                                                ("dali_cpu_share", 0.3, "/cpu-decodes0.3"),
+                                                ("cuda_max_connections", 32, ", 32 CUDA connections,")])
 def test_a_knob_added_later_keeps_stored_ids_and_is_named_where_set(field, value, label):
     fed = _golden_cases()["loader-dali-mixed g1"]
     stored = {k: v for k, v in fed.to_dict().items() if k != field}

@@ -345,17 +345,18 @@ def test_the_winner_fed_by_jpegs_is_judged_against_its_synthetic_figure_with_the
                        ("loader", "dali"): -3.0, ("loader", "torch"): -30.0})
     out = search(standin).run(BASE, 1, data_dir="/data", with_compile=False)
     assert [(c.case.loader, c.case.optimizer_impl, c.case.min_window_s) for c in out.fed] == \
-        [("dali", "fused", recipes.LOADER_WINDOW_S)] * 3 + [("torch", "fused", recipes.LOADER_WINDOW_S)] + \
+        [("dali", "fused", recipes.LOADER_WINDOW_S)] * 4 + [("torch", "fused", recipes.LOADER_WINDOW_S)] + \
         [("dali", "fused", recipes.LOADER_WINDOW_S)] * 4
     dali = out.fed[0].case
     assert (dali.dali_device, dali.hw_decoder_load, dali.dali_prefetch_depth) == ("mixed", -1, 2)
     assert dali.dali_handoff == "host" and dali.dali_crop == "resize"  # whole images to the hardware decoder
-    # a share of each batch decoded on the CPU; DALI on 4 threads; DALI's batches handed to the training
-    # stream, its queue, its decoder share and the crop decoded alone, one at a time
-    assert out.fed[1].case == dali.replace(dali_cpu_share=0.3) and out.fed[2].case == dali.replace(dali_threads=4)
-    assert out.fed[4].case == dali.replace(dali_handoff="stream")
-    assert [(c.case.dali_prefetch_depth, c.case.hw_decoder_load) for c in out.fed[5:7]] == [(3, -1), (2, 1.0)]
-    assert out.fed[7].case == dali.replace(dali_crop="decoder")
+    # CUDA's most hardware work queues; a share of each batch decoded on the CPU; DALI on 4 threads; DALI's
+    # batches handed to the training stream, its queue, its decoder share and the crop decoded alone, one at a time
+    assert out.fed[1].case == dali.replace(cuda_max_connections=32) and dali.cuda_max_connections == 0
+    assert out.fed[2].case == dali.replace(dali_cpu_share=0.3) and out.fed[3].case == dali.replace(dali_threads=4)
+    assert out.fed[5].case == dali.replace(dali_handoff="stream")
+    assert [(c.case.dali_prefetch_depth, c.case.hw_decoder_load) for c in out.fed[6:8]] == [(3, -1), (2, 1.0)]
+    assert out.fed[8].case == dali.replace(dali_crop="decoder")
     assert all(c.case.step_stream == "default" for c in out.fed)  # measured no faster on its own stream
     assert out.fed_best.case == dali and out.fed[0].note == "where the fed search starts"
     text = recommend_text.render([out], 600, {})
@@ -366,6 +367,7 @@ def test_the_winner_fed_by_jpegs_is_judged_against_its_synthetic_figure_with_the
     assert "| JPEGs: dali mixed, queue 3 " in text and "| JPEGs: dali mixed, hw share 1 " in text
     assert "| JPEGs: dali mixed, to the stream " in text and "| JPEGs: dali mixed, crop decoded " in text
     assert "| JPEGs: dali mixed, 4 threads " in text and "| JPEGs: dali mixed, 30% CPU-decoded " in text
+    assert "| JPEGs: dali mixed, 32 CUDA queues " in text
     assert "| loader    | fed by JPEGs: dali mixed, queue 3 " in text  # each against the best fed then
     assert max(len(ln) for ln in text.splitlines()) <= 120
 
@@ -373,24 +375,29 @@ def test_the_winner_fed_by_jpegs_is_judged_against_its_synthetic_figure_with_the
 def test_the_fed_search_keeps_a_loader_knob_only_beyond_noise_and_tries_each_loader_from_the_winner():
     standin = StandIn({("optimizer_impl", "fused"): 20.0, ("loader", "dali"): -12.0, ("dali_prefetch_depth", 3): 8.0,
                        ("hw_decoder_load", 1.0): -5.0, ("loader", "torch"): -40.0, ("dali_handoff", "stream"): -10.0,
-                       ("dali_crop", "resize"): 6.0, ("dali_threads", 4): 5.0, ("dali_cpu_share", 0.3): 7.0})
+                       ("dali_crop", "resize"): 6.0, ("dali_threads", 4): 5.0, ("dali_cpu_share", 0.3): 7.0,
+                       ("cuda_max_connections", 32): 4.0})
     out = search(standin).run(BASE, 1, data_dir="/data", with_compile=False)
     best = out.fed_best.case
     assert (best.loader, best.dali_prefetch_depth, best.hw_decoder_load, best.dali_handoff, best.dali_crop,
-            best.dali_threads, best.dali_cpu_share) == ("dali", 3, -1, "host", "resize", 4, 0.3)
-    assert out.fed[1].case.dali_cpu_share == 0.3 and out.fed[1].note.startswith("kept, +7.0%: faster")
-    # the later knobs build on the CPU's share and the 4 threads that were kept
-    assert out.fed[2].case.dali_threads == 4 and out.fed[2].case.dali_cpu_share == 0.3
-    assert out.fed[2].note.startswith("kept, +5.0%: faster") and out.fed[2].against == out.fed[1].case
-    torch_fed = out.fed[3].case
+            best.dali_threads, best.dali_cpu_share, best.cuda_max_connections) == \
+        ("dali", 3, -1, "host", "resize", 4, 0.3, 32)
+    assert out.fed[1].case.cuda_max_connections == 32 and out.fed[1].note.startswith("kept, +4.0%: faster")
+    assert out.fed[2].case.dali_cpu_share == 0.3 and out.fed[2].note.startswith("kept, +7.0%: faster")
+    # the later knobs build on the queues, the CPU's share and the 4 threads that were kept
+    assert (out.fed[2].case.cuda_max_connections, out.fed[3].case.cuda_max_connections) == (32, 32)
+    assert out.fed[3].case.dali_threads == 4 and out.fed[3].case.dali_cpu_share == 0.3
+    assert out.fed[3].note.startswith("kept, +5.0%: faster") and out.fed[3].against == out.fed[2].case
+    torch_fed = out.fed[4].case
     assert torch_fed.loader == "torch" and torch_fed.num_workers == -1 and torch_fed.dali_prefetch_depth == 2
-    assert out.fed[3].against == out.best.case and torch_fed.dali_cpu_share == 0  # from the synthetic winner
-    assert out.fed[4].case.dali_handoff == "stream" and out.fed[4].case.dali_threads == 4
-    assert out.fed[4].note.startswith("-10.0%: slower")
-    assert out.fed[5].note.startswith("kept, +8.0%: faster") and out.fed[5].against == out.fed[2].case
+    assert out.fed[4].against == out.best.case and torch_fed.dali_cpu_share == 0  # from the synthetic winner
+    assert torch_fed.cuda_max_connections == 0
+    assert out.fed[5].case.dali_handoff == "stream" and out.fed[5].case.dali_threads == 4
+    assert out.fed[5].note.startswith("-10.0%: slower")
+    assert out.fed[6].note.startswith("kept, +8.0%: faster") and out.fed[6].against == out.fed[3].case
     # the decoder's share and the crop decoded alone were tried on top of the deeper queue
-    assert out.fed[6].against == out.fed[5].case and out.fed[6].case.dali_prefetch_depth == 3
-    assert out.fed[7].case.dali_crop == "decoder" and out.fed[7].note.startswith("-5.7%: slower")
+    assert out.fed[7].against == out.fed[6].case and out.fed[7].case.dali_prefetch_depth == 3
+    assert out.fed[8].case.dali_crop == "decoder" and out.fed[8].note.startswith("-5.7%: slower")
 
 
 def test_a_winner_captured_as_a_cuda_graph_is_also_fed_with_an_eager_step():
@@ -433,10 +440,10 @@ def test_a_compiled_winner_is_also_tried_with_its_kernels_launched_from_cpp():
     assert wrapper.case.compile_wrapper == "cpp" and wrapper.note.startswith("-4.0%: slower")
     assert out.best.case.compile == "default" and out.best.case.compile_wrapper == "python"
     # right after the 4 threads made it host-bound: the larger batch the search ran (a tie), then C++ launches
-    assert [(c.case.batch_size, c.case.compile_wrapper) for c in out.fed[2:5]] == \
+    assert [(c.case.batch_size, c.case.compile_wrapper) for c in out.fed[3:6]] == \
         [(256, "python"), (512, "python"), (256, "cpp")]
-    fed_cpp = out.fed[4]
-    assert fed_cpp.case.dali_threads == 4 and fed_cpp.against == out.fed[2].case
+    fed_cpp = out.fed[5]
+    assert fed_cpp.case.dali_threads == 4 and fed_cpp.against == out.fed[3].case
     assert fed_cpp.note.startswith("-4.0%: slower") and out.fed_best.case.compile_wrapper == "python"
     assert [c.case.compile_wrapper for c in out.fed].count("cpp") == 1  # once, though the best stays host-bound
     text = recommend_text.render([out], 600, {})
@@ -511,9 +518,12 @@ def _fed_record(share=None):
 def test_the_jpeg_recipe_names_its_loader_and_writes_the_share_that_ran(tmp_path):
     case = BASE.replace(precision="fp16", channels_last=True, optimizer_impl="fused", cuda_graph=True,
                         compile="default", loader="dali", data_dir="/jpegs", dali_prefetch_depth=3, repeats=10,
-                        dali_handoff="stream", step_stream="own")
+                        dali_handoff="stream", step_stream="own", cuda_max_connections=32)
     path = recipe.write(case, _fed_record(0.99), "single, fp16", tmp_path)
     text = path.read_text()
+    # the hardware work queues set before torch can start CUDA, as the measured process had them
+    assert text.index("os.environ['CUDA_DEVICE_MAX_CONNECTIONS'] = '32'") < text.index("import torch")
+    assert "'cuda_max_connections': 32," in text
     assert "'step_stream': 'own'," in text and "torch.cuda.set_stream(torch.cuda.Stream(device))" in text
     assert path.name == "recipe_1gpu_jpeg.py" and "python recipe_1gpu_jpeg.py --data DIR" in text
     assert "'hw_decoder_load': 0.99," in text and "'dali_prefetch_depth': 3," in text and "'cuda_graph': True," in text
@@ -524,8 +534,10 @@ def test_the_jpeg_recipe_names_its_loader_and_writes_the_share_that_ran(tmp_path
     assert 'default=10, help="timed windows"' in text
     compile(text, str(path), "exec")
     synthetic = recipe.write(case.replace(loader="synthetic", data_dir="", dali_prefetch_depth=2, dali_handoff="host",
-                                          step_stream="default"), _fed_record(), "single, fp16", tmp_path)
+                                          step_stream="default", cuda_max_connections=0), _fed_record(),
+                             "single, fp16", tmp_path)
     assert "'step_stream': 'default'," in synthetic.read_text()
+    assert "CUDA_DEVICE_MAX_CONNECTIONS" not in synthetic.read_text()  # the environment's, as measured
     assert synthetic.name == "recipe_1gpu.py" and "--data" not in synthetic.read_text().split("import argparse")[0]
     assert "hw_decoder_load" not in synthetic.read_text()
     compile(synthetic.read_text(), str(synthetic), "exec")

@@ -126,3 +126,24 @@ def test_the_steps_run_on_a_stream_of_their_own_only_where_asked(monkeypatch):
     assert made == [torch.device("cuda", 1)] and current == ["stream on cuda:1"]  # the rank's own device
     context.use_step_stream(Case(precision="fp16", step_stream="own"), RankContext())
     assert len(made) == 1  # never on a CPU rank
+
+
+def test_the_hardware_work_queues_reach_the_case_processes_and_are_checked_there(monkeypatch, tmp_path):
+    from bench.harness import launch
+    from bench.worker.dtype_check import LabelMismatch
+    from bench.worker.loop import cuda_queue_facts
+    monkeypatch.setenv("CUDA_DEVICE_MAX_CONNECTIONS", "4")  # a user's own setting
+    asked = Case(precision="fp16", cuda_max_connections=32)
+    assert launch.worker_env(asked, tmp_path, {}, "t")["CUDA_DEVICE_MAX_CONNECTIONS"] == "32"
+    assert launch.worker_env(Case(precision="fp16"), tmp_path, {}, "t")["CUDA_DEVICE_MAX_CONNECTIONS"] == "4"
+    gpu = RankContext(device=torch.device("cuda", 0), devices=[torch.device("cuda", 0)])
+    # what the process ran with is stored; one that did not get what its case asked for measures nothing
+    assert cuda_queue_facts(Case(precision="fp16"), gpu) == {"cuda_max_connections_env": "4"}
+    with pytest.raises(LabelMismatch, match="cuda_max_connections=32 but the process ran with "
+                                            "CUDA_DEVICE_MAX_CONNECTIONS=4"):
+        cuda_queue_facts(asked, gpu)
+    monkeypatch.setenv("CUDA_DEVICE_MAX_CONNECTIONS", "32")
+    assert cuda_queue_facts(asked, gpu) == {"cuda_max_connections_env": "32"}
+    monkeypatch.delenv("CUDA_DEVICE_MAX_CONNECTIONS")
+    assert cuda_queue_facts(Case(precision="fp16"), gpu) == {"cuda_max_connections_env": None}
+    assert cuda_queue_facts(Case(device="cpu"), RankContext()) == {}  # nothing of CUDA on a CPU rank

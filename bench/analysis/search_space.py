@@ -71,6 +71,9 @@ CPU_DECODE_SHARE = 0.3
 DALI decoding on the CPU (14 threads) fed the captured step at its own pace, 3,417.6 images/s against
 3,229.6 alone, where GPU decoding cost the step about its own time: 44% of the compiled step's 7,289.0,
 less what the GPU-decoding pipeline's threads and the step's own thread take of the 16 cores."""
+FED_CUDA_CONNECTIONS = 32
+"""The hardware work queues the fed search gives a DALI-fed step's process, CUDA's most (its default is 8):
+DALI's streams then seldom share one with the training stream."""
 LOADER_BUDGET_SHARE = 0.35
 """With a data folder, the part of a GPU count's budget kept for the winner fed by JPEGs."""
 
@@ -87,7 +90,8 @@ def fed_start_crop(device: str) -> str:
 def loader_changes(best: Case, data_dir: str) -> list[tuple[str, dict]]:
     """The winner fed by JPEGs, as (stage, change): DALI first (decoding on the GPU where there is one,
     whole images there, with its hardware decoder's share chosen for the GPU and this machine's cores),
-    then (on a GPU) a share of each batch decoded on the CPU by a second pipeline, DALI on 4 threads, an
+    then (on a GPU) CUDA's most hardware work queues, a share of each batch decoded on the CPU by a second
+    pipeline, DALI on 4 threads, an
     eager step where the winner captured it as a CUDA graph, the torch DataLoader, then DALI's batches
     handed to the training stream, its queue depth, its decoder share and (on a GPU) the crop decoded
     alone, one at a time; each over windows long enough for a loader's rounds. What a host-bound fed step
@@ -100,6 +104,9 @@ def loader_changes(best: Case, data_dir: str) -> list[tuple[str, dict]]:
                 dali_crop=fed_start_crop(best.device))
     out = [("loader", dali)]
     if gpu:
+        # a captured step queues hundreds of kernels at once; a DALI stream that shares a hardware queue with
+        # it waits for all of them (on one H200 a fed step took about its own time plus DALI's alone)
+        out.append(("loader", dict(dali, cuda_max_connections=FED_CUDA_CONNECTIONS)))
         # a step that fills the GPU waits for DALI's GPU work but not for its CPU work
         out.append(("loader", dict(dali, dali_cpu_share=CPU_DECODE_SHARE)))
         # there DALI-fed compiled steps at batch 256 ran 78-85% of synthetic, the device idle, no input stall:

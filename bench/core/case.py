@@ -108,6 +108,11 @@ class Case:
     of the threads), joined on the device to the part the first pipeline decodes as `dali_device` says;
     0 = one pipeline. On one H200 a step that fills the GPU waited for DALI's GPU work, not for its CPU work."""
 
+    cuda_max_connections: int = 0
+    """CUDA_DEVICE_MAX_CONNECTIONS for the case's processes: how many hardware work queues the GPU spreads
+    its streams over (1-32); 0 = as the environment has it (the driver's 8 when unset). Streams that share a
+    queue run in its order: a loader's kernels queued behind a captured step wait for all of it."""
+
     # --- DataParallel (the second article's knobs) -------------------------------------------
     dp_device_selection: str = "default"
     """`default` (GPUs 0..N-1) or `free_memory` (the N GPUs with most free memory)."""

@@ -28,6 +28,9 @@ COMPILE_SCOPES = ("model", "step")
 COMPILE_WRAPPERS = ("python", "cpp")
 OPTIMIZER_IMPLS = ("default", "foreach", "fused")
 STEP_STREAMS = ("default", "own")
+MAX_CUDA_CONNECTIONS = 32
+CUDA_CONNECTIONS_VAR = "CUDA_DEVICE_MAX_CONNECTIONS"
+"""The variable `cuda_max_connections` sets; the driver reads it when a process makes its CUDA context."""
 
 
 def _one_of(name, value, accepted):
@@ -92,6 +95,10 @@ def validate(c) -> None:
         raise CaseError(f"dali_cpu_share={c.dali_cpu_share!r} of a batch of {c.process_batch} leaves one pipeline no "
                         f"image; use 0 or a share that gives each pipeline at least one")
     _at_least("dali_prefetch_depth", c.dali_prefetch_depth, 1)
+    _at_least("cuda_max_connections", c.cuda_max_connections, 0)
+    if c.cuda_max_connections > MAX_CUDA_CONNECTIONS:
+        raise CaseError(f"cuda_max_connections={c.cuda_max_connections!r} must be 0 (as the environment has it) "
+                        f"or 1-{MAX_CUDA_CONNECTIONS}, the range CUDA accepts")
 
     if c.device == "cpu" and c.precision == "tf32":
         raise CaseError("precision='tf32' needs device='cuda'; on cpu use fp32, bf16 or fp16")

@@ -24,7 +24,7 @@ ID_DEFAULTS = {
     "repeats": 3, "timeout_s": 900.0, "seed": 0, "overhead_check": False, "fault": "", "fault_rank": 0,
     "cuda_graph": False, "dali_prefetch_depth": 2, "dali_handoff": "host", "profile_steps": 0,
     "dali_crop": "decoder", "compile_wrapper": "python", "step_stream": "default",
-    "dali_cpu_share": 0.0,
+    "dali_cpu_share": 0.0, "cuda_max_connections": 0,
 }
 """Each field's value when ids were fixed, frozen: a field set to it is left out of the id. A new
 field is added here with its default (a stored case predates it and ran that way); a Case default
@@ -56,6 +56,7 @@ def idle_rules(c: dict) -> list[tuple[tuple[str, ...], str]]:
          c["loader"] != "torch", "torch DataLoader knobs need loader='torch'"),
         (("prefetch_factor",), c["num_workers"] == 0, "prefetch_factor needs num_workers >= 1"),
         (("pin_memory", "non_blocking"), c["device"] != "cuda", "host-to-GPU copy knobs need device='cuda'"),
+        (("cuda_max_connections",), c["device"] != "cuda", "CUDA's hardware work queues need device='cuda'"),
         (("dali_device", "hw_decoder_load", "dali_threads", "dali_prefetch_depth", "dali_handoff", "dali_crop",
           "dali_cpu_share"), c["loader"] != "dali", "DALI knobs need loader='dali'"),
         (("dali_handoff",), c["device"] != "cuda", "DALI's hand-over to a CUDA stream needs device='cuda'"),

@@ -19,6 +19,8 @@ def describe(case: dict) -> str:
         parts.append("step as one CUDA graph")
     if case.get("step_stream", "default") == "own":
         parts.append("own stream")
+    if case.get("cuda_max_connections", 0):
+        parts.append(f"{case['cuda_max_connections']} CUDA connections")
     if case["device"] == "cuda" and case.get("cudnn_benchmark", True) is False:
         parts.append("cudnn-benchmark off")
     if case["strategy"] == "dp":

@@ -20,6 +20,7 @@ from pathlib import Path
 
 from ..core import lifeline
 from ..core.case import Case
+from ..core.case_checks import CUDA_CONNECTIONS_VAR
 from ..data.defaults import cache_root
 from .dist import DistArgs
 from .env import REPO_ROOT
@@ -177,9 +178,11 @@ def _spawn(case: Case, dist: DistArgs, root: Path, env: dict, ahead: bool) -> _P
 
 def worker_env(case: Case, root: Path, env: dict, token: str) -> dict:
     """The variables a case's processes get: this process's, the case's token, the tree to import the
-    worker from, the caches kept between processes, the case's NCCL settings and the side's own."""
+    worker from, the caches kept between processes, the case's NCCL and CUDA settings and the side's own."""
     out = dict(cached_env(root), **{TOKEN_VAR: token})
     out.update({k: str(v) for k, v in case.nccl_env})
+    if case.cuda_max_connections:
+        out[CUDA_CONNECTIONS_VAR] = str(case.cuda_max_connections)
     out.update(env)
     return out
 

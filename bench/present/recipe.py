@@ -11,12 +11,13 @@ from __future__ import annotations
 from pathlib import Path
 
 from ..core.case import Case
+from ..core.case_checks import CUDA_CONNECTIONS_VAR
 from . import recipe_inputs, recipe_script
 
 RECIPE_KNOBS = ("model", "num_classes", "image_size", "device", "gpus", "strategy", "batch_size", "precision",
                 "channels_last", "cudnn_benchmark", "compile", "compile_scope", "compile_wrapper", "optimizer_impl",
                 "cuda_graph", "step_stream", "bucket_cap_mb", "gradient_as_bucket_view", "static_graph",
-                "broadcast_buffers", "seed")
+                "broadcast_buffers", "seed", "cuda_max_connections")
 LOADER_KNOBS = {"dali": ("dali_device", "hw_decoder_load", "dali_threads", "dali_prefetch_depth", "dali_handoff",
                          "dali_crop", "dali_cpu_share"),
                 "torch": ("num_workers", "pin_memory", "non_blocking", "persistent_workers", "prefetch_factor")}
@@ -68,11 +69,19 @@ def render(case: Case, record: dict, label: str) -> str:
     return text.format(
         title=title, machine=record["machine"], commit=record["commit_folder"], run_id=record["run_id"],
         measured=measured, label=label, how=command(case, file_name(case)), settings=settings,
-        input_note=input_note, decode=decode,
+        input_note=input_note, decode=decode, queues=queues_line(case.cuda_max_connections),
         data_arg=('p.add_argument("--data", required=True, help="ImageFolder tree of JPEGs: ROOT/<class>/<image>.jpg")'
                   if fed else "# the input is synthetic: no data folder"),
         source="batches(device, rank, world, a.data)" if fed else "batches(device, rank, world)",
         warmup=max(case.warmup_steps, 3), steps=m.get("steps_per_window") or case.steps, windows=case.repeats)
+
+
+def queues_line(connections: int) -> str:
+    """The line that gives the script's CUDA context the measured hardware work queues (none for the default)."""
+    if not connections:
+        return ""
+    return ("\n# read by the driver when CUDA starts: the streams spread over this many hardware work queues\n"
+            f"os.environ[{CUDA_CONNECTIONS_VAR!r}] = {str(connections)!r}\n")
 
 
 def write(case: Case, record: dict, label: str, folder: Path) -> Path:

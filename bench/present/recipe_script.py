@@ -20,7 +20,7 @@ import contextlib
 import inspect
 import os
 import time
-
+{queues}
 import torch
 import torch.distributed as dist
 import torchvision

@@ -109,6 +109,8 @@ def fed_source(case, synthetic=None) -> str:
         knobs.append(f"{case.dali_cpu_share:.0%} CPU-decoded")
     if case.step_stream == "own":
         knobs.append("own stream")
+    if case.cuda_max_connections:
+        knobs.append(f"{case.cuda_max_connections} CUDA queues")
     return ", ".join(knobs) + step
 
 

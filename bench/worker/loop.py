@@ -11,6 +11,7 @@ import torch
 import torch.distributed as dist
 
 from ..core.case import Case
+from ..core.case_checks import CUDA_CONNECTIONS_VAR
 from ..core.labels import CUDA_GRAPH_MODES
 from . import extra_windows, loaders
 from .context import RankContext, synchronize
@@ -38,7 +39,20 @@ def peak_memory(ctx: RankContext) -> dict:
             "peak_memory_kind": "host_max_rss"}
 
 
+def cuda_queue_facts(case: Case, ctx: RankContext) -> dict:
+    """The hardware work queues this process's CUDA context was made with, as its environment set them (None:
+    the driver's default); a case that asked for a count and did not get it fails before measuring."""
+    if ctx.device.type != "cuda":
+        return {}
+    seen = os.environ.get(CUDA_CONNECTIONS_VAR)
+    if case.cuda_max_connections and seen != str(case.cuda_max_connections):
+        raise LabelMismatch(f"cuda_max_connections={case.cuda_max_connections} but the process ran with "
+                            f"{CUDA_CONNECTIONS_VAR}={seen}")
+    return {"cuda_max_connections_env": seen}
+
+
 def measure(case: Case, ctx: RankContext) -> dict:
+    queues = cuda_queue_facts(case, ctx)
     trainer = LoaderOnly(case, ctx) if case.loader_only else Trainer(case, ctx)
     loader = loaders.make(case, ctx)
     if getattr(trainer, "graphed", None):
@@ -118,7 +132,7 @@ def measure(case: Case, ctx: RankContext) -> dict:
             "allreduce_calls_per_step": None, "last_loss": loss,
             **scaler_facts(scale_before, scale_after),
             "gpu_samples": sampler.summary() if sampler else {}, **extra,
-            **peak_memory(ctx), **trainer.strategy.facts(), **loader.facts(), **compile_facts,
+            **peak_memory(ctx), **trainer.strategy.facts(), **loader.facts(), **compile_facts, **queues,
         }
     finally:
         loader.close()
