@@ -35,10 +35,12 @@ class StandIn:
 
     def __init__(self, gains: dict, noise_pct: float = 2.0, eager_s: float = 30.0, compile_s: float = 90.0,
                  final_gains: dict | None = None, fail: dict | None = None, extra=None, host_bound=None,
-                 first_step_s: float | None = None):
+                 first_step_s: float | None = None, real_loader_alone: bool = False):
         self.gains, self.noise, self.eager_s, self.compile_s = gains, noise_pct, eager_s, compile_s
         # where set, each compiled process's record keeps its first step (its compilation) in its phases
         self.first_step_s = first_step_s
+        # as the suite stores it: one process of a real loader has no interval (the floor does not cover it)
+        self.real_loader_alone = real_loader_alone
         self.final_gains, self.fail = final_gains or {}, fail or {}
         # extra(case): a further gain in %; host_bound(case): whether its record's diagnosis says so
         self.extra, self.host_bound = extra or (lambda case: 0.0), host_bound or (lambda case: False)
@@ -67,7 +69,9 @@ class StandIn:
                 return {**rec, "status": status, "reason": f"{status} at {knob}={value}", "metrics": {}}
         f = self.figure(case, sweep)
         half = f * self.noise / 100 / processes ** 0.5
-        rec["metrics"] = {"images_per_s": f, "images_per_s_ci95": [f - half, f + half], "processes": processes,
+        alone = self.real_loader_alone and case.loader != "synthetic" and processes == 1
+        rec["metrics"] = {"images_per_s": f, "images_per_s_ci95": None if alone else [f - half, f + half],
+                          "processes": processes, "spread_pct": 1.0,
                           "images_per_s_processes": [f] * processes, "steps_per_window": 10}
         rec["diagnosis"] = {"verdict": "host-bound" if self.host_bound(case) else "compute-bound"}
         return rec
@@ -345,18 +349,19 @@ def test_the_winner_fed_by_jpegs_is_judged_against_its_synthetic_figure_with_the
                        ("loader", "dali"): -3.0, ("loader", "torch"): -30.0})
     out = search(standin).run(BASE, 1, data_dir="/data", with_compile=False)
     assert [(c.case.loader, c.case.optimizer_impl, c.case.min_window_s) for c in out.fed] == \
-        [("dali", "fused", recipes.LOADER_WINDOW_S)] * 4 + [("torch", "fused", recipes.LOADER_WINDOW_S)] + \
-        [("dali", "fused", recipes.LOADER_WINDOW_S)] * 4
+        [("dali", "fused", recipes.LOADER_WINDOW_S)] * 3 + [("torch", "fused", recipes.LOADER_WINDOW_S)] + \
+        [("dali", "fused", recipes.LOADER_WINDOW_S)] * 5
     dali = out.fed[0].case
     assert (dali.dali_device, dali.hw_decoder_load, dali.dali_prefetch_depth) == ("mixed", -1, 2)
     assert dali.dali_handoff == "host" and dali.dali_crop == "resize"  # whole images to the hardware decoder
-    # CUDA's most hardware work queues; a share of each batch decoded on the CPU; DALI on 4 threads; DALI's
-    # batches handed to the training stream, its queue, its decoder share and the crop decoded alone, one at a time
-    assert out.fed[1].case == dali.replace(cuda_max_connections=32) and dali.cuda_max_connections == 0
-    assert out.fed[2].case == dali.replace(dali_cpu_share=0.3) and out.fed[3].case == dali.replace(dali_threads=4)
-    assert out.fed[5].case == dali.replace(dali_handoff="stream")
-    assert [(c.case.dali_prefetch_depth, c.case.hw_decoder_load) for c in out.fed[6:8]] == [(3, -1), (2, 1.0)]
-    assert out.fed[8].case == dali.replace(dali_crop="decoder")
+    assert dali.cuda_max_connections == 32  # CUDA's most hardware work queues from the start
+    # a share of each batch decoded on the CPU; DALI on 4 threads; DALI's batches handed to the training
+    # stream, its queue, its decoder share, the crop decoded alone and the environment's queues, one at a time
+    assert out.fed[1].case == dali.replace(dali_cpu_share=0.3) and out.fed[2].case == dali.replace(dali_threads=4)
+    assert out.fed[4].case == dali.replace(dali_handoff="stream")
+    assert [(c.case.dali_prefetch_depth, c.case.hw_decoder_load) for c in out.fed[5:7]] == [(3, -1), (2, 1.0)]
+    assert out.fed[7].case == dali.replace(dali_crop="decoder")
+    assert out.fed[8].case == dali.replace(cuda_max_connections=0)
     assert all(c.case.step_stream == "default" for c in out.fed)  # measured no faster on its own stream
     assert out.fed_best.case == dali and out.fed[0].note == "where the fed search starts"
     text = recommend_text.render([out], 600, {})
@@ -367,7 +372,7 @@ def test_the_winner_fed_by_jpegs_is_judged_against_its_synthetic_figure_with_the
     assert "| JPEGs: dali mixed, queue 3 " in text and "| JPEGs: dali mixed, hw share 1 " in text
     assert "| JPEGs: dali mixed, to the stream " in text and "| JPEGs: dali mixed, crop decoded " in text
     assert "| JPEGs: dali mixed, 4 threads " in text and "| JPEGs: dali mixed, 30% CPU-decoded " in text
-    assert "| JPEGs: dali mixed, 32 CUDA queues " in text
+    assert "| JPEGs: dali mixed, default queues " in text
     assert "| loader    | fed by JPEGs: dali mixed, queue 3 " in text  # each against the best fed then
     assert max(len(ln) for ln in text.splitlines()) <= 120
 
@@ -382,22 +387,64 @@ def test_the_fed_search_keeps_a_loader_knob_only_beyond_noise_and_tries_each_loa
     assert (best.loader, best.dali_prefetch_depth, best.hw_decoder_load, best.dali_handoff, best.dali_crop,
             best.dali_threads, best.dali_cpu_share, best.cuda_max_connections) == \
         ("dali", 3, -1, "host", "resize", 4, 0.3, 32)
-    assert out.fed[1].case.cuda_max_connections == 32 and out.fed[1].note.startswith("kept, +4.0%: faster")
-    assert out.fed[2].case.dali_cpu_share == 0.3 and out.fed[2].note.startswith("kept, +7.0%: faster")
+    assert out.fed[0].case.cuda_max_connections == 32 and out.fed[0].note == "where the fed search starts"
+    assert out.fed[1].case.dali_cpu_share == 0.3 and out.fed[1].note.startswith("kept, +7.0%: faster")
     # the later knobs build on the queues, the CPU's share and the 4 threads that were kept
-    assert (out.fed[2].case.cuda_max_connections, out.fed[3].case.cuda_max_connections) == (32, 32)
-    assert out.fed[3].case.dali_threads == 4 and out.fed[3].case.dali_cpu_share == 0.3
-    assert out.fed[3].note.startswith("kept, +5.0%: faster") and out.fed[3].against == out.fed[2].case
-    torch_fed = out.fed[4].case
+    assert (out.fed[1].case.cuda_max_connections, out.fed[2].case.cuda_max_connections) == (32, 32)
+    assert out.fed[2].case.dali_threads == 4 and out.fed[2].case.dali_cpu_share == 0.3
+    assert out.fed[2].note.startswith("kept, +5.0%: faster") and out.fed[2].against == out.fed[1].case
+    torch_fed = out.fed[3].case
     assert torch_fed.loader == "torch" and torch_fed.num_workers == -1 and torch_fed.dali_prefetch_depth == 2
-    assert out.fed[4].against == out.best.case and torch_fed.dali_cpu_share == 0  # from the synthetic winner
+    assert out.fed[3].against == out.best.case and torch_fed.dali_cpu_share == 0  # from the synthetic winner
     assert torch_fed.cuda_max_connections == 0
-    assert out.fed[5].case.dali_handoff == "stream" and out.fed[5].case.dali_threads == 4
-    assert out.fed[5].note.startswith("-10.0%: slower")
-    assert out.fed[6].note.startswith("kept, +8.0%: faster") and out.fed[6].against == out.fed[3].case
-    # the decoder's share and the crop decoded alone were tried on top of the deeper queue
-    assert out.fed[7].against == out.fed[6].case and out.fed[7].case.dali_prefetch_depth == 3
-    assert out.fed[8].case.dali_crop == "decoder" and out.fed[8].note.startswith("-5.7%: slower")
+    assert out.fed[4].case.dali_handoff == "stream" and out.fed[4].case.dali_threads == 4
+    assert out.fed[4].note.startswith("-10.0%: slower")
+    assert out.fed[5].note.startswith("kept, +8.0%: faster") and out.fed[5].against == out.fed[2].case
+    # the decoder's share, the crop decoded alone and the environment's queues were tried on the deeper queue
+    assert out.fed[6].against == out.fed[5].case and out.fed[6].case.dali_prefetch_depth == 3
+    assert out.fed[7].case.dali_crop == "decoder" and out.fed[7].note.startswith("-5.7%: slower")
+    assert out.fed[8].case.cuda_max_connections == 0 and out.fed[8].note.startswith("-3.8%: slower")
+
+
+def test_a_fed_change_with_no_interval_is_decided_in_fresh_processes():
+    # as stored: one process of a real loader has no interval, so a fed change that looks faster is
+    # inconclusive until it and the best fed so far ran in 3 fresh processes each (+-1.2% apiece)
+    standin = StandIn({("optimizer_impl", "fused"): 20.0, ("loader", "dali"): -12.0, ("dali_cpu_share", 0.3): 7.0,
+                       ("dali_threads", 4): 1.0, ("loader", "torch"): -40.0, ("dali_prefetch_depth", 3): -1.0},
+                      real_loader_alone=True)
+    out = search(standin).run(BASE, 1, data_dir="/data", with_compile=False)
+    share, threads = out.fed[1], out.fed[2]
+    assert share.case.dali_cpu_share == 0.3 and share.note == "kept, +7.0%: faster (+-1.6%) in 3 fresh processes"
+    assert recommend.processes_of(share.record) == 3 and recommend.processes_of(share.screening) == 1
+    assert threads.note == "+1.0%: within noise (+-1.6%) in 3 fresh processes" and out.fed_best is share
+    torch_fed = out.fed[3]
+    # (5000 x 1.2 x 0.6 against the kept share's 5000 x 1.2 x 0.88 x 1.07)
+    assert torch_fed.note == "-36.3%: inconclusive (no interval)" and torch_fed.screening is None
+    confirmed = [(c.loader, c.dali_cpu_share, c.dali_threads, k) for c, k, sweep in standin.calls
+                 if sweep == recommend.CONFIRM_SWEEP and c.loader != "synthetic"]
+    assert confirmed == [("dali", 0.0, -1, 3), ("dali", 0.3, -1, 3), ("dali", 0.3, 4, 3)]
+    # the fed winner already stands on 3 processes: its figure against the synthetic winner has an interval
+    assert "| JPEGs: dali mixed, 30% CPU-decoded (fed winner) " in recommend_text.render([out], 600, {})
+
+
+def test_the_fed_winner_gets_fresh_processes_of_its_own_and_the_time_for_them_is_kept():
+    standin = StandIn({("optimizer_impl", "fused"): 20.0, ("loader", "dali"): -3.0, ("loader", "torch"): -40.0,
+                       ("dali_cpu_share", 0.3): -8.0, ("dali_threads", 4): -6.0}, real_loader_alone=True)
+    out = search(standin).run(BASE, 1, data_dir="/data", with_compile=False)
+    start = out.fed[0]
+    assert out.fed_best is start and recommend.processes_of(start.screening) == 1
+    assert recommend.processes_of(start.record) == 3 and start.record["metrics"]["images_per_s_ci95"]
+    text = recommend_text.render([out], 600, {})
+    # 5000 x 1.2 x 0.97 (3 processes, +-1.2%) against the synthetic winner (+-1.4%): within noise? no, slower
+    assert "| JPEGs: dali mixed (fed winner) " in text and "97.0% of synthetic; -3.0%: slower (+-1.8%)" in text
+    # 300 s leave the fed search 120 s after the synthetic one: the fed start (30 s) and its 3 fresh processes
+    # fit, and are kept for; spent on the next candidates instead, they would have left it one process (seen)
+    short = StandIn({("optimizer_impl", "fused"): 20.0, ("loader", "dali"): -3.0}, real_loader_alone=True)
+    cut = search(short, budget_s=300.0).run(BASE, 1, data_dir="/data", with_compile=False)
+    assert [c.case.dali_cpu_share for c in cut.fed] == [0.0] and short.now <= 300.0
+    assert recommend.processes_of(cut.fed_best.record) == 3
+    assert any("dali_cpu_share=0.3 (budget)" in s for s in cut.skipped)
+    assert not any("fed winner" in s for s in cut.skipped)
 
 
 def test_a_winner_captured_as_a_cuda_graph_is_also_fed_with_an_eager_step():
@@ -440,10 +487,10 @@ def test_a_compiled_winner_is_also_tried_with_its_kernels_launched_from_cpp():
     assert wrapper.case.compile_wrapper == "cpp" and wrapper.note.startswith("-4.0%: slower")
     assert out.best.case.compile == "default" and out.best.case.compile_wrapper == "python"
     # right after the 4 threads made it host-bound: the larger batch the search ran (a tie), then C++ launches
-    assert [(c.case.batch_size, c.case.compile_wrapper) for c in out.fed[3:6]] == \
+    assert [(c.case.batch_size, c.case.compile_wrapper) for c in out.fed[2:5]] == \
         [(256, "python"), (512, "python"), (256, "cpp")]
-    fed_cpp = out.fed[5]
-    assert fed_cpp.case.dali_threads == 4 and fed_cpp.against == out.fed[3].case
+    fed_cpp = out.fed[4]
+    assert fed_cpp.case.dali_threads == 4 and fed_cpp.against == out.fed[2].case
     assert fed_cpp.note.startswith("-4.0%: slower") and out.fed_best.case.compile_wrapper == "python"
     assert [c.case.compile_wrapper for c in out.fed].count("cpp") == 1  # once, though the best stays host-bound
     text = recommend_text.render([out], 600, {})

@@ -37,10 +37,12 @@ from .search_records import (  # noqa: F401 (the search's API)
     versus,
     winner_record,
 )
+from .search_fed import FedSearch
 from .search_space import (  # noqa: F401 (the search's API)
     LOADER_BUDGET_SHARE,
     SWEEP,
     fed_start_crop,
+    fed_start_queues,
     host_bound_changes,
     loader_changes,
     next_batch,
@@ -58,7 +60,7 @@ floor sd of 0.9% with 3 floor processes, seen on one H200), three carry their ow
 gain of 2-3% (the whole step as one CUDA graph, batch 384) can be told from the noise."""
 
 
-class Search:
+class Search(FedSearch):
     def __init__(self, measure, budget_s: float, clock=time.monotonic,
                  final_processes: int = FINAL_PROCESSES, stored: dict | None = None, known_times: dict | None = None,
                  floor_processes: int = 0, on_floor=None, confirm_processes: int = CONFIRM_PROCESSES):
@@ -145,7 +147,7 @@ class Search:
         return outcome
 
     def _candidate(self, outcome: Outcome, origin: Candidate, stage: str, change: dict,
-                   fed: bool = False) -> Candidate | None:
+                   fed: bool = False, keep: float | None = None) -> Candidate | None:
         """`origin` with one change, measured and listed, where it can run, differs and fits the budget."""
         try:
             case = origin.case.replace(name=f"{SWEEP}-{stage}", **change)
@@ -154,7 +156,9 @@ class Search:
             return None
         if knobs_key(case) == knobs_key(origin.case):
             return None
-        if not self.within(case, keep=0.0 if fed else self._finals_cost(outcome, origin)):
+        if keep is None:
+            keep = 0.0 if fed else self._finals_cost(outcome, origin)
+        if not self.within(case, keep=keep):
             outcome.skipped.append(f"{stage}: {change_text(change)} (budget)")
             return None
         cand = Candidate(stage, case, self.measure(case), against=origin.case)
@@ -170,34 +174,6 @@ class Search:
             if cand is not None:
                 current = self._choose(current, cand)
         return current
-
-    def _fed(self, outcome: Outcome, data_dir: str) -> None:
-        """The winner fed by JPEGs, searched like the rest: another loader starts from the synthetic
-        winner, a knob of the same loader from the best fed so far, and a change is kept only when
-        faster beyond noise than that best. Where the best fed so far is host-bound, what may give its
-        host time back is tried next, each once (search_space.host_bound_changes)."""
-        synthetic, best, tried = outcome.best, None, []
-        for stage, change in loader_changes(synthetic.case, data_dir):
-            best = self._fed_step(outcome, synthetic, best, stage, change)
-            # the host queues the fed step late: at once, before the loader's other knobs
-            while best is not None and (todo := [c for c in host_bound_changes(best.case, best.record, outcome.candidates)
-                                                 if c not in tried]):
-                tried.append(todo[0])
-                best = self._fed_step(outcome, synthetic, best, stage, todo[0])
-        outcome.fed_best = best if best and figure(best.record) is not None else None
-
-    def _fed_step(self, outcome: Outcome, synthetic: Candidate, best: Candidate | None, stage: str,
-                  change: dict) -> Candidate | None:
-        """One fed candidate, from the best fed so far where it keeps that loader: the new best fed."""
-        same_loader = best is not None and best.case.loader == change["loader"]
-        cand = self._candidate(outcome, best if same_loader else synthetic, stage, change, fed=True)
-        if cand is None:
-            return best
-        if best is None or figure(best.record) is None:
-            cand.note = "where the fed search starts" if figure(cand.record) else \
-                f"{cand.record['status']}: {cand.record.get('reason', '')}"[:200]
-            return cand
-        return self._choose(best, cand)
 
     def _yardsticks(self, outcome: Outcome, base: Case, gpus: int) -> None:
         """The articles' baseline and optimized set-ups at this GPU count: stored ones of this commit
@@ -224,12 +200,15 @@ class Search:
 
     def _choose(self, current: Candidate, cand: Candidate) -> Candidate:
         """Keep the change only when it is faster beyond both figures' noise; one that looks faster but
-        is within noise is measured again in fresh processes first, where the budget allows."""
+        is within noise, or has no interval yet, is measured again in fresh processes first, where the
+        budget allows."""
         if figure(cand.record) is None:
             cand.note = f"{cand.record['status']}: {cand.record.get('reason', '')}"[:200]
             return current
         v = judge(current.record, cand.record)
-        if v["verdict"] == verdicts.WITHIN and v["delta_pct"] > 0 and self._confirm(current, cand):
+        # a real loader's one process has no interval (inconclusive): fresh processes decide it too
+        if v["verdict"] in (verdicts.WITHIN, verdicts.INCONCLUSIVE) and v["delta_pct"] > 0 \
+                and self._confirm(current, cand):
             v = judge(current.record, cand.record)
         cand.note = versus(v)
         if cand.screening is not None:

@@ -14,6 +14,7 @@ from ..analysis.search import (
     describe_case,
     difference,
     fed_start_crop,
+    fed_start_queues,
     figure,
     judge,
     versus,
@@ -109,8 +110,9 @@ def fed_source(case, synthetic=None) -> str:
         knobs.append(f"{case.dali_cpu_share:.0%} CPU-decoded")
     if case.step_stream == "own":
         knobs.append("own stream")
-    if case.cuda_max_connections:
-        knobs.append(f"{case.cuda_max_connections} CUDA queues")
+    if case.cuda_max_connections != fed_start_queues(case.device):  # likewise
+        knobs.append(f"{case.cuda_max_connections} CUDA queues" if case.cuda_max_connections
+                     else "default queues")
     return ", ".join(knobs) + step
 
 
