@@ -102,7 +102,7 @@ def loader_changes(best: Case, data_dir: str) -> list[tuple[str, dict]]:
     second pipeline, DALI on 4 threads, an
     eager step where the winner captured it as a CUDA graph, the torch DataLoader, then DALI's batches
     handed to the training stream, its queue depth, its decoder share and (on a GPU) the crop decoded
-    alone, one at a time; each over windows long enough for a loader's rounds. What a host-bound fed step
+    alone and the environment's work queues, one at a time; each over windows long enough for a loader's rounds. What a host-bound fed step
     is tried with comes from `host_bound_changes`. The steps on a stream of their own (`step_stream=own`)
     are not tried: on one H200 the fed step ran 6,364.9 images/s with it against 6,361.2 without."""
     gpu = best.device == "cuda"
