@@ -23,6 +23,7 @@ def test_the_label_is_checked_against_the_graphs_inductor_built():
 @pytest.mark.slow
 def test_a_step_launched_from_cpp_runs_is_labelled_and_its_recipe_runs(tiny, tmp_path):
     case = tiny.replace(compile="default", compile_scope="step", compile_wrapper="cpp", precision="bf16",
+                        inductor_options="coordinate_descent_tuning",
                         optimizer_impl="fused", warmup_steps=2, repeats=1, timeout_s=420)
     r = run_case(case)
     assert r["status"] == "ok", r
@@ -32,6 +33,8 @@ def test_a_step_launched_from_cpp_runs_is_labelled_and_its_recipe_runs(tiny, tmp
     record = {"machine": "1x-cpu", "commit_folder": "abc", "run_id": "r1", "ranks": r["ranks"], "metrics": r["metrics"]}
     path = recipe.write(case, record, labels.describe(case.to_dict()), tmp_path)
     assert "'compile_wrapper': 'cpp'," in path.read_text()
+    # the recipe turns on the Inductor settings the case ran with, by their own names
+    assert "'inductor_options': 'coordinate_descent_tuning'," in path.read_text()
     ran = subprocess.run([sys.executable, str(path), "--warmup", "1", "--steps", "2", "--windows", "1"],
                          capture_output=True, text=True, timeout=420)
     assert ran.returncode == 0, ran.stderr[-2000:]

@@ -205,18 +205,22 @@ def test_worker_command_passes_rendezvous_through(tiny):
         DistArgs(nnodes=3).nproc_per_node(case)
 
 
-@pytest.mark.parametrize("scope,precision,optimizer", [("model", "bf16", "default"), ("step", "bf16", "fused")])
-def test_compile_knob_runs_and_reports_its_first_step(tiny, scope, precision, optimizer):
+@pytest.mark.parametrize("scope,precision,optimizer,options", [("model", "bf16", "default", ""),
+                                                                ("step", "bf16", "fused", "conv_1x1_as_mm")])
+def test_compile_knob_runs_and_reports_its_first_step(tiny, scope, precision, optimizer, options):
     """torch.compile as a case knob, of the model or of the whole forward + loss: compilation lands in
-    the first step, not in the window, and the label is checked against what the compiled graph computed."""
+    the first step, not in the window, and the label is checked against what the compiled graph computed
+    and the Inductor settings it was compiled with."""
     r = run_case(tiny.replace(compile="default", compile_scope=scope, precision=precision, optimizer_impl=optimizer,
-                              warmup_steps=2, repeats=1, timeout_s=240))
+                              inductor_options=options, warmup_steps=2, repeats=1, timeout_s=240))
     assert r["status"] == "ok", r
     m = r["metrics"]
     assert m["first_step_s"] > 5 * m["step_time_median_s"]
     # checked after the windows (a hook would force recompiles in them)
     assert m["compute_dtypes"] == {"cpu": {"fp32": "float32", "bf16": "bfloat16"}[precision]}
     assert r["ranks"][0]["cpp_wrapper_graphs"] == 0  # Inductor's Python wrapper, as the label says
+    held = r["ranks"][0]["inductor_settings"]
+    assert [n for n, on in held.items() if on] == ([options] if options else []) and len(held) == 4
 
 
 def test_a_case_in_fresh_processes_judged_against_the_runs_noise_floor(tmp_path):

@@ -462,10 +462,31 @@ def test_a_winner_captured_as_a_cuda_graph_is_also_fed_with_an_eager_step():
     assert all(c.case.cuda_graph == out.best.case.cuda_graph for c in out.fed)
 
 
+def test_a_compiled_gpu_winner_is_tried_with_each_kernel_choosing_setting_alone():
+    start = recommend.start_case(BASE, 1)
+    kernels = dict(recommend.stages(start))["kernels"]
+    assert kernels == [dict(inductor_options="conv_1x1_as_mm"), dict(inductor_options="coordinate_descent_tuning"),
+                       dict(cudnn_benchmark_limit=0)]
+    compiled = start.replace(compile="default", compile_scope="step", optimizer_impl="fused", batch_size=512)
+    for change in kernels:  # each a case that validates on the winner it changes
+        assert compiled.replace(**change).case_id != compiled.case_id
+    cpu_start = recommend.start_case(recipes.CPU_RECOMMEND_BASE, 1)
+    assert "kernels" not in dict(recommend.stages(cpu_start))  # cuDNN's limit cannot act there
+    assert "kernels" not in dict(recommend.stages(start, with_compile=False))
+    # the stand-in search reaches it after the graph and keeps a setting that pays
+    out = search(StandIn({("optimizer_impl", "fused"): 3.0, ("compile", "default"): 15.0,
+                          ("inductor_options", "coordinate_descent_tuning"): 4.0})).run(BASE, 1)
+    tried = [c for c in out.candidates if c.stage == "kernels"]
+    assert [c.case.inductor_options for c in tried] == ["conv_1x1_as_mm", "coordinate_descent_tuning",
+                                                       "coordinate_descent_tuning"]
+    assert tried[2].case.cudnn_benchmark_limit == 0 and out.best.case.inductor_options == "coordinate_descent_tuning"
+    assert out.best.case.cudnn_benchmark_limit == 10
+
+
 def test_a_compiled_winner_is_also_tried_with_its_kernels_launched_from_cpp():
     start = recommend.start_case(BASE, 1)
     names = [name for name, _ in recommend.stages(start)]
-    assert names.index("wrapper") == names.index("graph") + 1  # after the changes that paid more
+    assert names.index("wrapper") == names.index("kernels") + 1 == names.index("graph") + 2  # after likelier gains
     cpu_start = recommend.start_case(recipes.CPU_RECOMMEND_BASE, 1)
     assert "wrapper" not in [name for name, _ in recommend.stages(cpu_start)]  # on a CPU the host is the device
     assert "wrapper" not in [name for name, _ in recommend.stages(start, with_compile=False)]
@@ -565,9 +586,13 @@ def _fed_record(share=None):
 def test_the_jpeg_recipe_names_its_loader_and_writes_the_share_that_ran(tmp_path):
     case = BASE.replace(precision="fp16", channels_last=True, optimizer_impl="fused", cuda_graph=True,
                         compile="default", loader="dali", data_dir="/jpegs", dali_prefetch_depth=3, repeats=10,
-                        dali_handoff="stream", step_stream="own", cuda_max_connections=32)
+                        dali_handoff="stream", step_stream="own", cuda_max_connections=32,
+                        inductor_options="conv_1x1_as_mm", cudnn_benchmark_limit=0)
     path = recipe.write(case, _fed_record(0.99), "single, fp16", tmp_path)
     text = path.read_text()
+    # the kernels chosen as measured: the Inductor setting by its name, every cuDNN algorithm timed
+    assert "'inductor_options': 'conv_1x1_as_mm'," in text and "setattr(inductor_config, name, True)" in text
+    assert "'cudnn_benchmark_limit': 0," in text and "torch.backends.cudnn.benchmark_limit = S[" in text
     # the hardware work queues set before torch can start CUDA, as the measured process had them
     assert text.index("os.environ['CUDA_DEVICE_MAX_CONNECTIONS'] = '32'") < text.index("import torch")
     assert "'cuda_max_connections': 32," in text

@@ -19,8 +19,9 @@ def stages(start: Case, with_compile: bool = True) -> list[tuple[str, list[dict]
     which picks each next size from what won so far): the cheap eager one, compilation (on one H200
     compiled forward + loss ran 6,592 images/s against 5,819 eager, default SGD), the batch (there 7,111
     at 256, 7,248 at 384, 7,473 at 512; 2x first), the whole step as one CUDA graph on the batch that won, then
-    the other compile scope, precision and DDP's own knobs, so a short budget reaches the likeliest
-    gains first. `reduce-overhead` is left out: its CUDA graphs hold forward and backward only, and
+    how the kernels are chosen (the `kernels` stage: Inductor settings, every cuDNN algorithm timed), the
+    other compile scope, precision and DDP's own knobs, so a short budget reaches the likeliest gains
+    first. `reduce-overhead` is left out: its CUDA graphs hold forward and backward only, and
     `cuda_graph` captures the optimizer and the loss scaler too."""
     out = [("optimizer", [dict(optimizer_impl="fused")])]
     # DDP's static graph and a compiled model do not mix (pytorch/pytorch#93672)
@@ -31,6 +32,8 @@ def stages(start: Case, with_compile: bool = True) -> list[tuple[str, list[dict]
     if start.device == "cuda" and start.strategy == "single":
         out.append(("graph", [dict(cuda_graph=True, optimizer_impl="fused")]))
     if with_compile and start.device == "cuda":
+        out.append(("kernels", [dict(inductor_options=name) for name in INDUCTOR_OPTIONS_TRIED]
+                    + [dict(cudnn_benchmark_limit=0)]))
         # the compiled step's kernels launched from C++: on one H200 the compiled step at batch 128 took
         # 34.4 ms with the GPU busy in 56% of samples, so its host needed about that long to queue it
         out.append(("wrapper", [dict(compile_wrapper="cpp")]))
@@ -62,6 +65,12 @@ def next_batch(start: int, best: int, tried: list[int]) -> int | None:
         return start // 2
     return None
 
+
+INDUCTOR_OPTIONS_TRIED = ("conv_1x1_as_mm", "coordinate_descent_tuning")
+"""The Inductor settings the `kernels` stage tries, one at a time, on a GPU: on one H200 the compiled step at
+batch 512 runs at the power cap (1,707-1,730 of 1,980 MHz, 675-681 of 700 W), so what pays is less work
+and memory traffic per image: ResNet-50's 1x1 convolutions as matrix multiplies Inductor may fuse with
+the code around them, and its batch-norm reductions tuned to the shapes. Each compiles the step anew."""
 
 LEAN_DALI_THREADS = 4
 """DALI's threads in the lean candidate, beside the machine's cores: with whole images decoded, on one

@@ -42,6 +42,9 @@ class Case:
     """Model and inputs in NHWC memory format."""
     cudnn_benchmark: bool = True
     """Let cuDNN autotune convolution algorithms (done during warm-up)."""
+    cudnn_benchmark_limit: int = 10
+    """How many algorithms cuDNN's autotuning times for each convolution, those its heuristics rank first;
+    0 = every one it has (a longer warm-up). 10 is PyTorch's default. Needs device='cuda' and cudnn_benchmark."""
     compile: str = ""
     """torch.compile mode; empty = eager. `reduce-overhead` replays the compiled graphs as CUDA graphs."""
     compile_scope: str = "model"
@@ -51,6 +54,10 @@ class Case:
     """The code Inductor writes around a compiled graph's kernels to launch them: `python`, or `cpp` (its C++
     wrapper: less host time per launch, for a step whose host queues it slower than the GPU runs it, at
     more compile time); needs `compile`."""
+    inductor_options: str = ""
+    """Inductor settings turned on for the compiled code, comma-separated, from: conv_1x1_as_mm,
+    coordinate_descent_tuning, max_autotune_pointwise, aggressive_fusion (in that order; what each does:
+    bench/core/kernel_options.py); the others are off. Needs `compile`."""
     optimizer_impl: str = "default"
     """SGD's implementation: `default` (PyTorch's choice: foreach on GPUs), `foreach` or `fused`
     (one kernel for every parameter's update)."""

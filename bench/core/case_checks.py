@@ -8,6 +8,7 @@ from dataclasses import fields
 from . import identity
 from .cuda_graph_rules import check_cuda_graph
 from .errors import CaseError
+from .kernel_options import check_inductor_options
 
 MODELS = ("resnet50", "resnet18")
 STRATEGIES = ("single", "dp", "ddp")
@@ -95,6 +96,8 @@ def validate(c) -> None:
         raise CaseError(f"dali_cpu_share={c.dali_cpu_share!r} of a batch of {c.process_batch} leaves one pipeline no "
                         f"image; use 0 or a share that gives each pipeline at least one")
     _at_least("dali_prefetch_depth", c.dali_prefetch_depth, 1)
+    _at_least("cudnn_benchmark_limit", c.cudnn_benchmark_limit, 0)
+    check_inductor_options(c.inductor_options)
     _at_least("cuda_max_connections", c.cuda_max_connections, 0)
     if c.cuda_max_connections > MAX_CUDA_CONNECTIONS:
         raise CaseError(f"cuda_max_connections={c.cuda_max_connections!r} must be 0 (as the environment has it) "

@@ -24,7 +24,7 @@ ID_DEFAULTS = {
     "repeats": 3, "timeout_s": 900.0, "seed": 0, "overhead_check": False, "fault": "", "fault_rank": 0,
     "cuda_graph": False, "dali_prefetch_depth": 2, "dali_handoff": "host", "profile_steps": 0,
     "dali_crop": "decoder", "compile_wrapper": "python", "step_stream": "default",
-    "dali_cpu_share": 0.0, "cuda_max_connections": 0,
+    "dali_cpu_share": 0.0, "cuda_max_connections": 0, "cudnn_benchmark_limit": 10, "inductor_options": "",
 }
 """Each field's value when ids were fixed, frozen: a field set to it is left out of the id. A new
 field is added here with its default (a stored case predates it and ran that way); a Case default
@@ -64,8 +64,11 @@ def idle_rules(c: dict) -> list[tuple[tuple[str, ...], str]]:
         (("accumulation_mode",), c["accumulation_steps"] == 1, "accumulation_mode needs accumulation_steps > 1"),
         (("compile_scope",), not c["compile"], "compile_scope needs compile"),
         (("compile_wrapper",), not c["compile"], "compile_wrapper needs compile"),
+        (("inductor_options",), not c["compile"], "inductor_options needs compile"),
+        (("cudnn_benchmark_limit",), c["device"] != "cuda" or not c["cudnn_benchmark"],
+         "cudnn_benchmark_limit needs device='cuda' and cudnn_benchmark"),
         (("precision", "compile", "compile_scope", "compile_wrapper", "cudnn_benchmark", "overhead_check", "optimizer_impl",
-          "cuda_graph"),
+          "cuda_graph", "inductor_options", "cudnn_benchmark_limit"),
          c["loader_only"], "loader_only=true runs no model"),
     ]
     return [(names, why) for names, idle, why in rules if idle]

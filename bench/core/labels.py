@@ -1,6 +1,8 @@
 """Short texts that say exactly what ran and how noisy its figure is, shared by every reader."""
 from __future__ import annotations
 
+from .kernel_options import TORCH_CUDNN_BENCHMARK_LIMIT, inductor_names
+
 CUDA_GRAPH_MODES = ("reduce-overhead", "max-autotune")
 
 
@@ -12,6 +14,7 @@ def describe(case: dict) -> str:
     if case.get("compile"):
         parts.append(f"compile:{case['compile']}" + ("/step" if case.get("compile_scope") == "step" else "")
                      + ("/cpp-wrapper" if case.get("compile_wrapper", "python") == "cpp" else "")
+                     + "".join(f"+{n}" for n in inductor_names(case.get("inductor_options", "")))
                      + (" (CUDA graphs)" if case["compile"] in CUDA_GRAPH_MODES else ""))
     if case.get("optimizer_impl", "default") != "default":
         parts.append(f"SGD {case['optimizer_impl']}")
@@ -23,6 +26,9 @@ def describe(case: dict) -> str:
         parts.append(f"{case['cuda_max_connections']} CUDA connections")
     if case["device"] == "cuda" and case.get("cudnn_benchmark", True) is False:
         parts.append("cudnn-benchmark off")
+    elif case["device"] == "cuda" and case.get("cudnn_benchmark_limit", TORCH_CUDNN_BENCHMARK_LIMIT) != TORCH_CUDNN_BENCHMARK_LIMIT:
+        limit = case["cudnn_benchmark_limit"]
+        parts.append("cuDNN times every algorithm" if limit == 0 else f"cuDNN times {limit} algorithm(s)")
     if case["strategy"] == "dp":
         knobs = [k for k, on in (("free-mem GPUs", case["dp_device_selection"] == "free_memory"),
                                  (f"out=gpu{case['dp_output_device']}", case["dp_output_device"] >= 0),

@@ -58,6 +58,8 @@ def main():
     # fp32 means strict fp32: TF32 only where the precision says so
     torch.backends.cuda.matmul.allow_tf32 = torch.backends.cudnn.allow_tf32 = S["precision"] == "tf32"
     torch.backends.cudnn.benchmark = S["cudnn_benchmark"]
+    if device.type == "cuda":  # how many algorithms cuDNN times per convolution, its heuristics' first (0: all)
+        torch.backends.cudnn.benchmark_limit = S["cudnn_benchmark_limit"]
     amp_dtype = {{"bf16": torch.bfloat16, "fp16": torch.float16}}.get(S["precision"])
     fmt = torch.channels_last if S["channels_last"] else torch.contiguous_format
 
@@ -76,6 +78,8 @@ def main():
     if S["compile"]:  # the code that launches the compiled kernels: Python, or C++ (less host time a launch)
         import torch._inductor.config as inductor_config
         inductor_config.cpp_wrapper = S["compile_wrapper"] == "cpp"
+        for name in filter(None, S["inductor_options"].split(",")):  # Inductor settings turned on, by their own names
+            setattr(inductor_config, name, True)
     if S["compile"] and S["compile_scope"] == "model":
         model = torch.compile(model, mode=S["compile"])
 

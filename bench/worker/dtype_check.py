@@ -1,8 +1,10 @@
 """Labels checked against what ran: the precision, by the dtype the classifier's logits came out in, and
-the compile wrapper, by the graphs Inductor built with its C++ wrapper."""
+the compile wrapper, by the graphs Inductor built with its C++ wrapper, and the kernel-choosing settings, as
+the process held them."""
 from __future__ import annotations
 
 from ..core.case import Case
+from ..core.kernel_options import inductor_settings
 from . import precision
 from .trainer import Trainer
 
@@ -56,3 +58,16 @@ def check_compile_wrapper(wrapper: str, cpp_graphs: int | None) -> int | None:
         raise LabelMismatch(f"compile_wrapper={wrapper} but Inductor built {cpp_graphs} compiled graph(s) with its "
                             "C++ wrapper")
     return cpp_graphs
+
+
+def check_kernel_choice(case: Case, facts: dict) -> dict:
+    """The Inductor settings and cuDNN benchmark limit a process held (`kernel_choice_facts`) against the
+    case's labels; returns the facts, stored with the record."""
+    held = facts.get("inductor_settings")
+    if held is not None and held != inductor_settings(case.inductor_options):
+        on = ",".join(n for n, v in held.items() if v) or "none"
+        raise LabelMismatch(f"inductor_options={case.inductor_options or 'none'} but the process compiled with {on} on")
+    limit = facts.get("cudnn_benchmark_limit")
+    if limit is not None and limit != case.cudnn_benchmark_limit:
+        raise LabelMismatch(f"cudnn_benchmark_limit={case.cudnn_benchmark_limit} but cuDNN ran with {limit}")
+    return facts

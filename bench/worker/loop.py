@@ -15,14 +15,15 @@ from ..core.case_checks import CUDA_CONNECTIONS_VAR
 from ..core.labels import CUDA_GRAPH_MODES
 from . import extra_windows, loaders
 from .context import RankContext, synchronize
-from .dtype_check import LabelMismatch, check_compile_wrapper, check_label, compiled_dtypes, compute_dtypes
+from .dtype_check import (LabelMismatch, check_compile_wrapper, check_kernel_choice, check_label, compiled_dtypes,
+                          compute_dtypes)
 from .faults import inject_fault
 from .gpu_sampler import sampler_for
 from .heartbeat import heartbeat
 from .phases import mark
 from .span import timed_span
 from .timing import StepTimer
-from .trainer import LoaderOnly, Trainer, cpp_wrapper_graphs, cuda_graph_skips
+from .trainer import LoaderOnly, Trainer, cpp_wrapper_graphs, cuda_graph_skips, kernel_choice_facts
 
 SLOWDOWN_VAR = "BENCH_INJECT_SLOWDOWN_PCT"
 """Test of the comparison method only: every measured step is followed by an idle pause of this
@@ -122,6 +123,8 @@ def measure(case: Case, ctx: RankContext) -> dict:
                                     f"{cuda_graph_skips()} compiled graph(s) without them")
             if case.compile:
                 compile_facts = {"cpp_wrapper_graphs": check_compile_wrapper(case.compile_wrapper, cpp_wrapper_graphs())}
+        if not case.loader_only:
+            compile_facts.update(check_kernel_choice(case, kernel_choice_facts(case, ctx.device.type)))
         loss = float(trainer.last_loss.detach().float()) * case.accumulation_steps
         return {
             **span, "images": [per_step_images * steps] * case.repeats, "steps_per_window": steps,

@@ -9,6 +9,7 @@ import torch
 import torchvision
 
 from ..core.case import Case
+from ..core.kernel_options import INDUCTOR_OPTIONS, inductor_settings
 from ..core.labels import CUDA_GRAPH_MODES
 from . import precision, strategies
 from .context import RankContext
@@ -31,6 +32,8 @@ class Trainer:
         self.ctx = ctx
         self.math_flags = precision.apply_math_flags(case.precision)
         torch.backends.cudnn.benchmark = case.cudnn_benchmark
+        if ctx.device.type == "cuda":
+            torch.backends.cudnn.benchmark_limit = case.cudnn_benchmark_limit
         model = build_model(case, ctx)
         criterion = torch.nn.CrossEntropyLoss()
         self.strategy = strategies.get(case.strategy).wrap(model, case, ctx, criterion)
@@ -39,6 +42,7 @@ class Trainer:
             demand_cuda_graphs()
         if case.compile:
             set_compile_wrapper(case.compile_wrapper)
+            set_inductor_options(case.inductor_options)
         self.loss = lambda images, labels: (self.strategy.loss(images, labels), None)
         if case.compile and case.compile_scope == "model":
             self.strategy.model = torch.compile(self.strategy.model, mode=case.compile)
@@ -100,6 +104,26 @@ def set_compile_wrapper(wrapper: str) -> None:
     either way, so a TORCHINDUCTOR_CPP_WRAPPER in the environment cannot make the label untrue."""
     import torch._inductor.config as inductor_config
     inductor_config.cpp_wrapper = wrapper == "cpp"
+
+
+def set_inductor_options(options: str) -> None:
+    """Every setting `inductor_options` may name, on where it names it and off otherwise, before anything
+    compiles (Inductor reads them as each graph compiles)."""
+    import torch._inductor.config as inductor_config
+    for name, on in inductor_settings(options).items():
+        setattr(inductor_config, name, on)
+
+
+def kernel_choice_facts(case: Case, device_type: str) -> dict:
+    """The kernel-choosing settings as this process held them after its step had compiled and run: the
+    Inductor settings the case may name (compiled cases) and cuDNN's benchmark limit (on a GPU)."""
+    out = {}
+    if case.compile:
+        import torch._inductor.config as inductor_config
+        out["inductor_settings"] = {name: bool(getattr(inductor_config, name)) for name in INDUCTOR_OPTIONS}
+    if device_type == "cuda":
+        out["cudnn_benchmark_limit"] = torch.backends.cudnn.benchmark_limit
+    return out
 
 
 def cpp_wrapper_graphs() -> int | None:
