@@ -465,8 +465,8 @@ def test_a_winner_captured_as_a_cuda_graph_is_also_fed_with_an_eager_step():
 def test_a_compiled_gpu_winner_is_tried_with_each_kernel_choosing_setting_alone():
     start = recommend.start_case(BASE, 1)
     kernels = dict(recommend.stages(start))["kernels"]
-    assert kernels == [dict(inductor_options="conv_1x1_as_mm"), dict(inductor_options="coordinate_descent_tuning"),
-                       dict(cudnn_benchmark_limit=0)]
+    # not coordinate_descent_tuning: on one H200 its step was still compiling after 162 s
+    assert kernels == [dict(inductor_options="conv_1x1_as_mm"), dict(cudnn_benchmark_limit=0)]
     compiled = start.replace(compile="default", compile_scope="step", optimizer_impl="fused", batch_size=512)
     for change in kernels:  # each a case that validates on the winner it changes
         assert compiled.replace(**change).case_id != compiled.case_id
@@ -475,12 +475,11 @@ def test_a_compiled_gpu_winner_is_tried_with_each_kernel_choosing_setting_alone(
     assert "kernels" not in dict(recommend.stages(start, with_compile=False))
     # the stand-in search reaches it after the graph and keeps a setting that pays
     out = search(StandIn({("optimizer_impl", "fused"): 3.0, ("compile", "default"): 15.0,
-                          ("inductor_options", "coordinate_descent_tuning"): 4.0})).run(BASE, 1)
+                          ("inductor_options", "conv_1x1_as_mm"): 4.0})).run(BASE, 1)
     tried = [c for c in out.candidates if c.stage == "kernels"]
-    assert [c.case.inductor_options for c in tried] == ["conv_1x1_as_mm", "coordinate_descent_tuning",
-                                                       "coordinate_descent_tuning"]
-    assert tried[2].case.cudnn_benchmark_limit == 0 and out.best.case.inductor_options == "coordinate_descent_tuning"
-    assert out.best.case.cudnn_benchmark_limit == 10
+    assert [(c.case.inductor_options, c.case.cudnn_benchmark_limit) for c in tried] == \
+        [("conv_1x1_as_mm", 10), ("conv_1x1_as_mm", 0)]  # the limit tried on the setting that won
+    assert out.best.case.inductor_options == "conv_1x1_as_mm" and out.best.case.cudnn_benchmark_limit == 10
 
 
 def test_a_compiled_winner_is_also_tried_with_its_kernels_launched_from_cpp():

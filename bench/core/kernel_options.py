@@ -1,13 +1,13 @@
 """How a case's kernels are chosen beyond the compile mode: the Inductor settings `inductor_options`
-may turn on, and the rules for cuDNN's `cudnn_benchmark_limit`. Names here are the settings'
+may turn on, and PyTorch's default for cuDNN's `cudnn_benchmark_limit`. Names here are the settings'
 own (torch._inductor.config), so a reader can look each one up."""
 from __future__ import annotations
 
 from .errors import CaseError
 
 INDUCTOR_OPTIONS = {
-    "conv_1x1_as_mm": "1x1 convolutions (36 of ResNet-50's 53) compiled as matrix multiplies, which Inductor "
-                      "can fuse with the code around them, instead of cuDNN calls",
+    "conv_1x1_as_mm": "1x1 convolutions (36 of ResNet-50's 53) compiled as matrix multiplies (cuBLAS, or "
+                      "Inductor's own kernels under max-autotune) instead of cuDNN convolutions",
     "coordinate_descent_tuning": "each generated kernel's block sizes tuned by coordinate descent while it "
                                  "compiles (the batch-norm reductions and element-wise kernels), at more compile time",
     "max_autotune_pointwise": "more launch configurations timed for each generated element-wise and reduction "
