@@ -1,6 +1,9 @@
+import json
+
 import pytest
 
 from bench.analysis import targets
+from bench.core.case import Case
 from bench.core import sweeps
 from bench.store import query
 
@@ -77,3 +80,46 @@ def test_the_ddp_cost_sweep_pairs_single_with_tuned_ddp_on_one_gpu():
     assert all(c.channels_last for c in cases)
     two = {c.gpus: c for c in sweeps.build("best", 2) if c.name == "best"}
     assert two[2].static_graph and not two[2].broadcast_buffers and two[1].strategy == "single"
+
+
+WINNER = Case(name="recommend-graph", precision="fp16", channels_last=True, batch_size=512)
+
+
+def _stored(root, sweep, run, ips, evidence=""):
+    """The winner's record of a recommend run, where the store keeps it: <machine>/<commit>/<sweep>/<case>/<run>.json."""
+    path = root / "m" / "c" / sweep / WINNER.case_id / f"{run}.json"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps({
+        "schema": 2, "run_id": run, "sweep": sweep, "case_id": WINNER.case_id, "machine": "m", "commit_folder": "c",
+        "status": "ok", "case": WINNER.to_dict(),
+        "metrics": {**_rec("x", 1, ips).metrics}, "diagnosis": {"verdict": "compute-bound", "evidence": evidence}}))
+
+
+def _manifest(root, run, summary):
+    path = root / "m" / "c" / "runs" / f"{run}.json"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps({"run_id": run, "recommend": summary}))
+
+
+def test_the_latest_recommend_run_is_judged_against_its_winners_targets(tmp_path):
+    capped = "MFU 25%; at its power limit: the power cap held the clocks down in 100% of samples"
+    _stored(tmp_path, "recommend", "20261204T1", 7381.3, capped)
+    _manifest(tmp_path, "20261204T1", [{"gpus": 1, "best_case_id": WINNER.case_id, "best_images_per_s": 7381.3,
+                                        "best_images_per_s_ci95": [7339.1, 7423.6], "fed_best_images_per_s": 7163.7}])
+    _stored(tmp_path, "recommend", "20261203T1", 7700.0)
+    _manifest(tmp_path, "20261203T1", [{"gpus": 1, "best_case_id": WINNER.case_id, "best_images_per_s": 7700.0,
+                                        "fed_best_images_per_s": 6000.0}])  # an earlier run: not judged
+    records, problems = query.load([tmp_path])
+    assert not problems
+    rows = {r[0]: r for r in targets.evaluate(records)}
+    synthetic = rows["recommend's synthetic winner, 1 GPU"]
+    assert synthetic[1:4] == [">= 7600 images/s", "7381", "missed"]
+    assert "run 20261204T1: 7,381.3 images/s (95% interval 7,339.1-7,423.6)" == synthetic[4]
+    assert synthetic[5] == "at its power limit: the power cap held the clocks down in 100% of samples"
+    fed = rows["recommend's JPEG-fed winner, 1 GPU(s)"]
+    assert fed[1:4] == [">= 95% of synthetic", "97.1%", "met"]  # 7,163.7 / 7,381.3, the same run's
+    # a run without JPEGs has no fed row; without any recommend run, no recommend rows
+    _manifest(tmp_path, "20261204T1", [{"gpus": 1, "best_case_id": WINNER.case_id, "best_images_per_s": 7700.0}])
+    rows = {r[0]: r for r in targets.evaluate(query.load([tmp_path])[0])}
+    assert rows["recommend's synthetic winner, 1 GPU"][3] == "met" and not any("JPEG-fed" in k for k in rows)
+    assert not any(k.startswith("recommend") for k in {r[0] for r in targets.evaluate([])})

@@ -50,6 +50,7 @@ def evaluate(records: list[Record]) -> list[list]:
                                  f"{top.case['name']}: {top.images_per_s:.0f} against "
                                  f"{synth.images_per_s:.0f}", (top.data.get("diagnosis") or {}).get("verdict", "")))
     rows += ddp_cost_rows(records)
+    rows += recommend_rows(records)
     over = harness_overhead_pct(eager.data["ranks"]) if eager else None
     rows.append(_row("harness overhead", "< 2% of step time", "-" if over is None else f"{over:.2f}%",
                      None if over is None else over < 2, "same case timed in a minimal loop in the same run"))
@@ -73,6 +74,43 @@ def ddp_cost_rows(records: list[Record]) -> list[list]:
         rows.append(_row(target, f">= {DDP_COST_NEEDED_PCT:.0f}%", f"{share:.1f}%", share >= DDP_COST_NEEDED_PCT,
                          f"DDP {tuned.images_per_s:.0f} ({noise(tuned.metrics)}) against single "
                          f"{single.images_per_s:.0f} ({noise(single.metrics)})"))
+    return rows
+
+
+RECOMMEND_ONE_GPU_NEEDED = 7600.0
+"""images/s the synthetic winner of `bench recommend` on one GPU must reach (the goal is 8,000: MLPerf
+Training v4.0 ran about 7,950 per H200 on ImageNet)."""
+FED_NEEDED_PCT = 95.0
+"""The JPEG-fed winner's share of the synthetic winner of the same `recommend --data` run."""
+
+
+def recommend_rows(records: list[Record]) -> list[list]:
+    """From the latest `bench recommend` run among these records, per GPU count: its synthetic winner on one
+    GPU against RECOMMEND_ONE_GPU_NEEDED (with what bounds it, from the winner's own record), and, where
+    it was given JPEGs, its fed winner against FED_NEEDED_PCT of the synthetic winner of that run."""
+    runs = query.run_manifests([r for r in records if r.data.get("sweep", "").startswith("recommend")])
+    latest = max((m for m in runs.values() if m.get("recommend")), key=lambda m: m.get("run_id", ""), default=None)
+    if latest is None:
+        return []
+    rows = []
+    for found in latest["recommend"]:
+        gpus, best, run = found["gpus"], found.get("best_images_per_s"), latest["run_id"]
+        if not best:
+            continue
+        ci = found.get("best_images_per_s_ci95")
+        shown = f"{best:,.1f} images/s" + (f" (95% interval {ci[0]:,.1f}-{ci[1]:,.1f})" if ci else "")
+        if gpus == 1:
+            record = next((r for r in records if r.case_id == found.get("best_case_id") and r.run_id == run), None)
+            evidence = ((record.data.get("diagnosis") or {}).get("evidence", "") if record else "")
+            bound = evidence[evidence.index("at its power limit"):] if "at its power limit" in evidence else ""
+            rows.append(_row("recommend's synthetic winner, 1 GPU", f">= {RECOMMEND_ONE_GPU_NEEDED:.0f} images/s",
+                             f"{best:.0f}", best >= RECOMMEND_ONE_GPU_NEEDED, f"run {run}: {shown}", bound))
+        fed = found.get("fed_best_images_per_s")
+        if fed:
+            share = 100 * fed / best
+            rows.append(_row(f"recommend's JPEG-fed winner, {gpus} GPU(s)", f">= {FED_NEEDED_PCT:.0f}% of synthetic",
+                             f"{share:.1f}%", share >= FED_NEEDED_PCT,
+                             f"run {run}: fed {fed:,.1f} against the synthetic winner's {shown}"))
     return rows
 
 

@@ -142,7 +142,7 @@ def _render_group(records: list[Record], lang: str, plot_files: list, wide: bool
     out += ["", f"## {i18n.t(lang, 'runs_title')}"] + noise_floor_lines(records, lang)
     if plot_files:
         out += ["", f"## {i18n.t(lang, 'plots_title')}"] + [f"![{p.stem}]({p})" for p in plot_files]
-    if any(r.case["name"].startswith("target-") for r in records):
+    if any(r.case["name"].startswith(("target-", "recommend-")) for r in records):
         out += ["", f"## {i18n.t(lang, 'targets_title')}"] + targets_section(records, lang)
     out += ["", f"## {i18n.t(lang, 'claims_title')}"] + claims_section(evals, lang)
     every, notes = cases_table(records, lang)
