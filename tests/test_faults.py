@@ -13,7 +13,8 @@ import pytest
 from bench.harness import launch, outcome
 from bench.core.errors import StoreError
 from bench.store import tree as results
-from test_launch import leftovers
+from bench.harness.signals import Stopped, terminate_as_interrupt
+from test_launch import as_in_a_terminal, leftovers
 
 pytestmark = pytest.mark.slow
 ROOT = Path(__file__).resolve().parent.parent
@@ -25,7 +26,7 @@ LONG_DDP = ["--device", "cpu", "--model", "resnet18", "--num-classes", "10", "--
 def _start(tmp_path, *extra, results_dir=None):
     return subprocess.Popen([sys.executable, "-m", "bench", "run", *LONG_DDP, "--results", str(results_dir or tmp_path / "r"),
                              *extra], cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                            start_new_session=True)
+                            start_new_session=True, preexec_fn=as_in_a_terminal)
 
 
 def _workers_of(pid: int) -> list[int]:
@@ -90,6 +91,26 @@ def _stop_says_one_line(p, sig: signal.Signals, code: int) -> None:
     assert p.returncode == code, out
     assert "Traceback" not in out and f"interrupted ({sig.name})" in out
     assert not leftovers(wait_s=10)
+
+
+def test_a_stop_signal_started_ignored_stays_ignored():
+    """`nohup bench sweep ... &` keeps running when its terminal closes; SIGTERM still stops it."""
+    before = {sig: signal.getsignal(sig) for sig in (signal.SIGTERM, signal.SIGHUP)}
+    try:
+        signal.signal(signal.SIGHUP, signal.SIG_IGN)  # as nohup starts it
+        signal.signal(signal.SIGTERM, signal.SIG_DFL)
+        with terminate_as_interrupt():
+            assert signal.getsignal(signal.SIGHUP) is signal.SIG_IGN
+            os.kill(os.getpid(), signal.SIGHUP)  # ignored: nothing raised
+            time.sleep(0.2)
+            with pytest.raises(Stopped) as stopped:
+                os.kill(os.getpid(), signal.SIGTERM)
+                time.sleep(5)
+            assert stopped.value.exit_code == 128 + signal.SIGTERM
+        assert signal.getsignal(signal.SIGTERM) is signal.SIG_DFL  # put back as it was
+    finally:
+        for sig, handler in before.items():
+            signal.signal(sig, handler)
 
 
 def test_ctrl_c_on_bench_run_says_one_line(tmp_path):

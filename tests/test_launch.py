@@ -19,6 +19,14 @@ pytestmark = pytest.mark.slow
 ROOT = Path(__file__).resolve().parent.parent
 
 
+def as_in_a_terminal() -> None:
+    """For a launched child (Popen's preexec_fn): the stop signals at their defaults, as a command typed
+    in a terminal gets them, whatever this test session was started with (a background job ignores
+    SIGINT, `nohup` SIGHUP)."""
+    for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
+        signal.signal(sig, signal.SIG_DFL)
+
+
 def leftovers(wait_s: float = 0.0) -> list[int]:
     """Processes still carrying a run token of this test session (conftest's prefix): any of them
     means a case left something behind. Other bench jobs on the machine are not ours to count."""
@@ -176,7 +184,7 @@ def test_ctrl_c_keeps_finished_results_and_resume_skips_them(tmp_path, sig):
     script = tmp_path / "sweep.py"
     script.write_text(SWEEP_SCRIPT.format(root=str(ROOT), store=str(tmp_path / "r"), resume=False))
     p = subprocess.Popen([sys.executable, str(script)], stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                         text=True, start_new_session=True)
+                         text=True, start_new_session=True, preexec_fn=as_in_a_terminal)
     deadline = time.monotonic() + 120
     while time.monotonic() < deadline and not list((tmp_path / "r").rglob("interrupted/first-*/*.json")):
         time.sleep(0.5)

@@ -19,15 +19,18 @@ class Stopped(KeyboardInterrupt):
 @contextlib.contextmanager
 def terminate_as_interrupt():
     """SIGTERM (a batch scheduler's cancel, `timeout`) and SIGHUP (a closed terminal) take Ctrl-C's
-    path: the running case's processes are killed and every finished result is kept. Signal
-    handlers belong to the main thread."""
+    path: the running case's processes are killed and every finished result is kept; one the process
+    was started ignoring (`nohup`) is left ignored. Signal handlers belong to the main thread."""
     if threading.current_thread() is not threading.main_thread():
         yield
         return
 
     def interrupt(signum, frame):
         raise Stopped(signum)
-    previous = {sig: signal.signal(sig, interrupt) for sig in (signal.SIGTERM, signal.SIGHUP)}
+    # a signal the process was started ignoring stays ignored: `nohup` (SIGHUP) keeps a sweep running
+    # after its terminal closes, as the user asked
+    previous = {sig: signal.signal(sig, interrupt) for sig in (signal.SIGTERM, signal.SIGHUP)
+                if signal.getsignal(sig) is not signal.SIG_IGN}
     try:
         yield
     finally:
