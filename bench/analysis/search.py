@@ -28,6 +28,7 @@ from .search_records import (  # noqa: F401 (the search's API)
     change_text,
     describe_case,
     difference,
+    failure_text,
     figure,
     is_close,
     judge,
@@ -203,7 +204,7 @@ class Search(FedSearch):
         is within noise, or has no interval yet, is measured again in fresh processes first, where the
         budget allows."""
         if figure(cand.record) is None:
-            cand.note = f"{cand.record['status']}: {cand.record.get('reason', '')}"[:200]
+            cand.note = failure_text(cand.record)[:200]
             return current
         v = judge(current.record, cand.record)
         # a real loader's one process has no interval (inconclusive): fresh processes decide it too

@@ -4,7 +4,7 @@ measured in fresh processes of its own so its figure against the synthetic one c
 A part of `search.Search`, which measures, judges and keeps the budget."""
 from __future__ import annotations
 
-from .search_records import Candidate, Outcome, figure, processes_of
+from .search_records import Candidate, Outcome, failure_text, figure, processes_of
 from .search_space import host_bound_changes, loader_changes
 
 
@@ -36,7 +36,7 @@ class FedSearch:
             return
         record = self._confirmation(best.case, k)
         if figure(record) is None:
-            outcome.skipped.append(f"the fed winner's re-measurement ({record['status']}: {record.get('reason', '')})"[:200])
+            outcome.skipped.append(f"the fed winner's re-measurement ({failure_text(record)})"[:200])
             return
         best.screening, best.record = best.record, record
 
@@ -50,7 +50,6 @@ class FedSearch:
         if cand is None:
             return best
         if best is None or figure(best.record) is None:
-            cand.note = "where the fed search starts" if figure(cand.record) else \
-                f"{cand.record['status']}: {cand.record.get('reason', '')}"[:200]
+            cand.note = "where the fed search starts" if figure(cand.record) else failure_text(cand.record)[:200]
             return cand
         return self._choose(best, cand)

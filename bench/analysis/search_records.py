@@ -102,6 +102,11 @@ def versus(v: dict | None) -> str:
     return f"{v['delta_pct']:+.1f}%: {v['verdict']} ({noise})"
 
 
+def failure_text(record: dict) -> str:
+    """Why a candidate's record has no figure: its status and reason."""
+    return f"{record['status']}: {record.get('reason', '')}"
+
+
 def change_text(change: dict) -> str:
     """One candidate's change as knob=value pairs (the data folder left out: it is the same for all)."""
     return ", ".join(f"{k}={v}" for k, v in change.items() if k != "data_dir")
