@@ -85,14 +85,14 @@ def test_the_ddp_cost_sweep_pairs_single_with_tuned_ddp_on_one_gpu():
 WINNER = Case(name="recommend-graph", precision="fp16", channels_last=True, batch_size=512)
 
 
-def _stored(root, sweep, run, ips, evidence=""):
+def _stored(root, sweep, run, ips, gpu=None):
     """The winner's record of a recommend run, where the store keeps it: <machine>/<commit>/<sweep>/<case>/<run>.json."""
     path = root / "m" / "c" / sweep / WINNER.case_id / f"{run}.json"
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps({
         "schema": 2, "run_id": run, "sweep": sweep, "case_id": WINNER.case_id, "machine": "m", "commit_folder": "c",
         "status": "ok", "case": WINNER.to_dict(),
-        "metrics": {**_rec("x", 1, ips).metrics}, "diagnosis": {"verdict": "compute-bound", "evidence": evidence}}))
+        "metrics": {**_rec("x", 1, ips).metrics}, "diagnosis": {"verdict": "compute-bound", "gpu": gpu or {}}}))
 
 
 def _manifest(root, run, summary):
@@ -102,7 +102,7 @@ def _manifest(root, run, summary):
 
 
 def test_the_latest_recommend_run_is_judged_against_its_winners_targets(tmp_path):
-    capped = "MFU 25%; at its power limit: the power cap held the clocks down in 100% of samples"
+    capped = {"cuda:0": {"power_capped_pct": {"mean": 100.0}}}  # as NVML's samples are stored
     _stored(tmp_path, "recommend", "20261204T1", 7381.3, capped)
     _manifest(tmp_path, "20261204T1", [{"gpus": 1, "best_case_id": WINNER.case_id, "best_images_per_s": 7381.3,
                                         "best_images_per_s_ci95": [7339.1, 7423.6], "fed_best_images_per_s": 7163.7}])

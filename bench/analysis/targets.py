@@ -5,7 +5,7 @@ from ..core import stats
 from ..store import query
 from ..store.query import Record
 from ..core.labels import noise
-from .diagnose import harness_overhead_pct
+from .diagnose import harness_overhead_pct, power_text
 
 _best = query.fastest
 
@@ -101,8 +101,7 @@ def recommend_rows(records: list[Record]) -> list[list]:
         shown = f"{best:,.1f} images/s" + (f" (95% interval {ci[0]:,.1f}-{ci[1]:,.1f})" if ci else "")
         if gpus == 1:
             record = next((r for r in records if r.case_id == found.get("best_case_id") and r.run_id == run), None)
-            evidence = ((record.data.get("diagnosis") or {}).get("evidence", "") if record else "")
-            bound = evidence[evidence.index("at its power limit"):] if "at its power limit" in evidence else ""
+            bound = power_text(record.data.get("diagnosis") or {}).removeprefix("; ") if record else ""
             rows.append(_row("recommend's synthetic winner, 1 GPU", f">= {RECOMMEND_ONE_GPU_NEEDED:.0f} images/s",
                              f"{best:.0f}", best >= RECOMMEND_ONE_GPU_NEEDED, f"run {run}: {shown}", bound))
         fed = found.get("fed_best_images_per_s")
