@@ -8,8 +8,8 @@ from dataclasses import dataclass, fields
 from . import identity
 from .case_checks import (  # noqa: F401 (the accepted values, read from here too)
     ACCUMULATION_MODES, AUTO, COMPILE_MODES, COMPILE_SCOPES, COMPILE_WRAPPERS, DALI_CROPS, DALI_DEVICES,
-    DALI_HANDOFFS, DEVICES, DP_DEVICE_SELECTIONS, FAULTS, LOADERS, MODELS, OPTIMIZER_IMPLS, PRECISIONS,
-    STEP_STREAMS, STRATEGIES, validate)
+    DALI_HANDOFFS, DEVICES, DP_DEVICE_SELECTIONS, FAULTS, INPUT_CHANNELS, LOADERS, MODELS, OPTIMIZER_IMPLS,
+    PRECISIONS, STEP_STREAMS, STRATEGIES, validate)
 from .errors import CaseError
 
 
@@ -40,6 +40,11 @@ class Case:
     """`fp32` strict (TF32 off in cuBLAS and cuDNN), `tf32`, `bf16` or `fp16` autocast."""
     channels_last: bool = False
     """Model and inputs in NHWC memory format."""
+    input_channels: int = 3
+    """The channels each image reaches the model with: 3 (RGB), or 4 (RGB and a channel of zeros, the
+    stem convolution widened to read it with zero weights there): the same training, but each pixel of the
+    stem's NHWC input is 8 bytes in fp16, a shape convolution kernels handle better than 6 (MLPerf's
+    ResNet-50 pads its input the same way). The loader delivers the fourth channel; no model runs idle."""
     cudnn_benchmark: bool = True
     """Let cuDNN autotune convolution algorithms (done during warm-up)."""
     cudnn_benchmark_limit: int = 10

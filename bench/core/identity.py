@@ -25,6 +25,7 @@ ID_DEFAULTS = {
     "cuda_graph": False, "dali_prefetch_depth": 2, "dali_handoff": "host", "profile_steps": 0,
     "dali_crop": "decoder", "compile_wrapper": "python", "step_stream": "default",
     "dali_cpu_share": 0.0, "cuda_max_connections": 0, "cudnn_benchmark_limit": 10, "inductor_options": "",
+    "input_channels": 3,
 }
 """Each field's value when ids were fixed, frozen: a field set to it is left out of the id. A new
 field is added here with its default (a stored case predates it and ran that way); a Case default
@@ -68,7 +69,7 @@ def idle_rules(c: dict) -> list[tuple[tuple[str, ...], str]]:
         (("cudnn_benchmark_limit",), c["device"] != "cuda" or not c["cudnn_benchmark"],
          "cudnn_benchmark_limit needs device='cuda' and cudnn_benchmark"),
         (("precision", "compile", "compile_scope", "compile_wrapper", "cudnn_benchmark", "overhead_check", "optimizer_impl",
-          "cuda_graph", "inductor_options", "cudnn_benchmark_limit"),
+          "cuda_graph", "inductor_options", "cudnn_benchmark_limit", "input_channels"),
          c["loader_only"], "loader_only=true runs no model"),
     ]
     return [(names, why) for names, idle, why in rules if idle]
@@ -95,6 +96,8 @@ def case_id(case) -> str:
     c = fields_of(case)
     parts = [c["name"], c["model"], c["strategy"], f"g{c['gpus']}", f"bs{c['batch_size']}",
              c["precision"] + ("-cl" if c["channels_last"] else ""), c["loader"]]
+    if c["input_channels"] != 3:
+        parts.insert(-1, f"{c['input_channels']}ch")  # beside the precision and layout: what the stem reads
     if c["loader"] == "dali":
         parts.append(c["dali_device"])
     if c["accumulation_steps"] > 1:

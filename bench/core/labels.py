@@ -11,6 +11,8 @@ def describe(case: dict) -> str:
     parts = [case["strategy"], case["precision"]]
     if case["channels_last"]:
         parts.append("NHWC")
+    if case.get("input_channels", 3) != 3:
+        parts.append(f"{case['input_channels']}-channel input")
     if case.get("compile"):
         parts.append(f"compile:{case['compile']}" + ("/step" if case.get("compile_scope") == "step" else "")
                      + ("/cpp-wrapper" if case.get("compile_wrapper", "python") == "cpp" else "")

@@ -10,6 +10,8 @@ def batches(device, rank, world):
     g = torch.Generator().manual_seed(S["seed"] + rank)
     fmt = torch.channels_last if S["channels_last"] else torch.contiguous_format
     images = torch.randn(S["batch_size"], 3, S["image_size"], S["image_size"], generator=g)
+    zeros = torch.zeros(S["batch_size"], S["input_channels"] - 3, S["image_size"], S["image_size"])
+    images = torch.cat([images, zeros], 1)  # channels past the RGB hold zeros
     half = S["precision"] == "fp16" and device.type == "cuda"  # the dtype DALI delivers: one program, fed or not
     images = images.to(device, torch.float16 if half else torch.float32).contiguous(memory_format=fmt)
     labels = torch.randint(0, S["num_classes"], (S["batch_size"],), generator=g).to(device)
@@ -71,6 +73,7 @@ def batches(device, rank, world, root):
             images = images.gpu() if on_gpu and decode_on == "cpu" else images  # normalised on the GPU
             images = fn.crop_mirror_normalize(images, dtype=out_dtype, mean=MEAN, std=STD,
                                               output_layout="HWC" if S["channels_last"] else "CHW",
+                                              pad_output=S["input_channels"] == 4,  # a zero 4th channel
                                               mirror=fn.random.coin_flip(probability=0.5))
             return images, lab.gpu() if on_gpu else lab
 
@@ -167,6 +170,11 @@ def batches(device, rank, world, root):
             sampler.set_epoch(epoch)
         for images, target in loader:
             images = images.to(device, non_blocking=S["non_blocking"]).contiguous(memory_format=fmt)
-            yield images.float().sub_(mean).div_(std), target.to(device, non_blocking=S["non_blocking"])
+            images = images.float().sub_(mean).div_(std)
+            if S["input_channels"] > 3:  # channels of zeros after the RGB, as the model's stem reads them
+                n, _, h, w = images.shape
+                zeros = torch.zeros(n, S["input_channels"] - 3, h, w, device=device)
+                images = torch.cat([images, zeros], 1).contiguous(memory_format=fmt)
+            yield images, target.to(device, non_blocking=S["non_blocking"])
         epoch += 1
 '''

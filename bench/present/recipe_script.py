@@ -65,6 +65,14 @@ def main():
 
     torch.manual_seed(S["seed"])
     model = torchvision.models.get_model(S["model"], weights=None, num_classes=S["num_classes"])
+    if S["input_channels"] > 3:
+        # the stem reads RGB and zero channels (the loader adds them): zero weights there, the same training,
+        # and NHWC pixels of 8 bytes in fp16, which the stem's convolution kernels handle better than 6
+        rgb = model.conv1
+        model.conv1 = torch.nn.Conv2d(S["input_channels"], rgb.out_channels, rgb.kernel_size, rgb.stride, rgb.padding,
+                                      bias=False)
+        with torch.no_grad():
+            model.conv1.weight.zero_()[:, :3].copy_(rgb.weight)
     model = model.to(device, memory_format=fmt).train()
     params = model.parameters()
     if ddp:

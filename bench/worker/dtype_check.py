@@ -1,6 +1,6 @@
 """Labels checked against what ran: the precision, by the dtype the classifier's logits came out in, and
-the compile wrapper, by the graphs Inductor built with its C++ wrapper, and the kernel-choosing settings, as
-the process held them."""
+the compile wrapper, by the graphs Inductor built with its C++ wrapper, the kernel-choosing settings, as
+the process held them, and the input channels, by the model's stem and a batch the loader delivered."""
 from __future__ import annotations
 
 from ..core.case import Case
@@ -71,3 +71,16 @@ def check_kernel_choice(case: Case, facts: dict) -> dict:
     if limit is not None and limit != case.cudnn_benchmark_limit:
         raise LabelMismatch(f"cudnn_benchmark_limit={case.cudnn_benchmark_limit} but cuDNN ran with {limit}")
     return facts
+
+
+def check_input_channels(case: Case, model, images) -> dict:
+    """The `input_channels` label against the model's stem (`conv1`) and one delivered batch, whose
+    channels past the RGB must hold zeros; returns the facts, stored with the record."""
+    stem, seen = model.conv1.in_channels, images.shape[1]
+    if stem != case.input_channels or seen != case.input_channels:
+        raise LabelMismatch(f"input_channels={case.input_channels} but the stem convolution read {stem} channel(s) "
+                            f"and the loader delivered {seen}")
+    if seen > 3 and bool(images[:, 3:].any()):
+        raise LabelMismatch(f"input_channels={case.input_channels} means RGB and zeros, but the loader's channels "
+                            "past the RGB were not all zero")
+    return {"stem_input_channels": stem}

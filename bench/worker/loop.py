@@ -15,8 +15,8 @@ from ..core.case_checks import CUDA_CONNECTIONS_VAR
 from ..core.labels import CUDA_GRAPH_MODES
 from . import extra_windows, loaders
 from .context import RankContext, synchronize
-from .dtype_check import (LabelMismatch, check_compile_wrapper, check_kernel_choice, check_label, compiled_dtypes,
-                          compute_dtypes)
+from .dtype_check import (LabelMismatch, check_compile_wrapper, check_input_channels, check_kernel_choice, check_label,
+                          compiled_dtypes, compute_dtypes)
 from .faults import inject_fault
 from .gpu_sampler import sampler_for
 from .heartbeat import heartbeat
@@ -82,6 +82,7 @@ def measure(case: Case, ctx: RankContext) -> dict:
         if not case.loader_only and not case.compile and not case.cuda_graph:
             dtypes = compute_dtypes(trainer, batches)
             check_label(case, dtypes)
+        input_facts = {} if case.loader_only else check_input_channels(case, trainer.model, next(batches)[0])
         # batches a loader prefetched while the model was being built would flatter the span:
         # take that many off its queue (training on them would only cost time), then warm up,
         # so the span sees the loader's steady state
@@ -135,7 +136,7 @@ def measure(case: Case, ctx: RankContext) -> dict:
             "allreduce_calls_per_step": None, "last_loss": loss,
             **scaler_facts(scale_before, scale_after),
             "gpu_samples": sampler.summary() if sampler else {}, **extra,
-            **peak_memory(ctx), **trainer.strategy.facts(), **loader.facts(), **compile_facts, **queues,
+            **peak_memory(ctx), **trainer.strategy.facts(), **loader.facts(), **compile_facts, **input_facts, **queues,
         }
     finally:
         loader.close()

@@ -13,6 +13,7 @@ from ..core.kernel_options import INDUCTOR_OPTIONS, inductor_settings
 from ..core.labels import CUDA_GRAPH_MODES
 from . import precision, strategies
 from .context import RankContext
+from .stem import widen_stem
 from .graphed_step import GraphedStep
 from .timing import InputStallProbe
 
@@ -20,6 +21,7 @@ from .timing import InputStallProbe
 def build_model(case: Case, ctx: RankContext) -> torch.nn.Module:
     torch.manual_seed(case.seed)
     model = torchvision.models.get_model(case.model, weights=None, num_classes=case.num_classes)
+    model = widen_stem(model, case.input_channels)
     fmt = torch.channels_last if case.channels_last else torch.contiguous_format
     return model.to(ctx.device, memory_format=fmt).train()
 

@@ -104,6 +104,8 @@ def _pipeline(case, ctx, files, labels, batch, share, decode_device=None, thread
             images = images.gpu()  # decoded on the CPU, normalised on the GPU
         images = fn.crop_mirror_normalize(images, dtype=getattr(types, output_dtype(case.precision, on_gpu)), mean=list(MEAN_255), std=list(STD_255),
                                           output_layout="HWC" if case.channels_last else "CHW",
+                                          # a zero fourth channel (DALI pads to 4) where the model reads one
+                                          pad_output=case.input_channels == 4,
                                           mirror=fn.random.coin_flip(probability=0.5))
         return images, lab.gpu() if on_gpu else lab
 

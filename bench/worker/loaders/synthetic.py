@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import torch
 
+from ..stem import with_zero_channels
 from .common import dtype_fact, half_input
 
 
@@ -17,7 +18,8 @@ class SyntheticLoader:
         labels = torch.randint(0, case.num_classes, (n,), generator=g)
         fmt = torch.channels_last if case.channels_last else torch.contiguous_format
         self.half = half_input(case.precision, ctx.device.type == "cuda")  # in the dtype DALI would deliver
-        self.images = images.to(ctx.device, torch.float16 if self.half else torch.float32).contiguous(memory_format=fmt)
+        images = images.to(ctx.device, torch.float16 if self.half else torch.float32)
+        self.images = with_zero_channels(images, case.input_channels, fmt)  # the RGB of a 3-channel case's batch
         self.labels = labels.to(ctx.device)
 
     def __iter__(self):

@@ -77,7 +77,7 @@ class TorchLoader:
             prefetch_factor=case.prefetch_factor if workers > 0 else None, drop_last=True)
         self.device = ctx.device
         self.non_blocking = case.non_blocking
-        self.normalize = DeviceNormalize(ctx.device, case.channels_last)
+        self.normalize = DeviceNormalize(ctx.device, case.channels_last, case.input_channels)
         self.skipped_files = len(folder.skipped)
         self.corrupt_replaced = 0
         self.prefetch_batches = workers * case.prefetch_factor if workers else 0
