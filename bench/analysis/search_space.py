@@ -20,7 +20,7 @@ def stages(start: Case, with_compile: bool = True) -> list[tuple[str, list[dict]
     compiled forward + loss ran 6,592 images/s against 5,819 eager, default SGD), the batch (there 7,111
     at 256, 7,248 at 384, 7,473 at 512; 2x first), the whole step as one CUDA graph on the batch that won, then
     how the kernels are chosen (the `kernels` stage: the input padded to 4 channels for the stem's
-    convolution, Inductor settings, every cuDNN algorithm timed), the
+    convolution, every cuDNN algorithm timed), the
     other compile scope, precision and DDP's own knobs, so a short budget reaches the likeliest gains
     first. `reduce-overhead` is left out: its CUDA graphs hold forward and backward only, and
     `cuda_graph` captures the optimizer and the loss scaler too."""
@@ -67,12 +67,12 @@ def next_batch(start: int, best: int, tried: list[int]) -> int | None:
     return None
 
 
-INDUCTOR_OPTIONS_TRIED = ("conv_1x1_as_mm",)
-"""The Inductor settings the `kernels` stage tries, one at a time, on a GPU: on one H200 the compiled step at
-batch 512 runs at the power cap (1,728-1,755 of 1,980 MHz, 683-686 of 700 W), so what pays is less work
-and memory traffic per image. There, one process each, it ran 7,345.5 images/s with ResNet-50's 1x1
-convolutions as matrix multiplies against 7,294.6 without (and 7,319.6 with every cuDNN algorithm timed);
-`coordinate_descent_tuning` is left out: that step was still compiling after 162 s."""
+INDUCTOR_OPTIONS_TRIED = ()
+"""The Inductor settings the `kernels` stage tries, one at a time, on a GPU: none now. On one H200 the
+compiled step at batch 512 runs at the power cap, so what pays is less work and memory traffic per
+image; there ResNet-50's 1x1 convolutions as matrix multiplies (`conv_1x1_as_mm`) moved it by +0.7%,
+-0.1% and +0.2% in three single processes, each within noise, while its compilation could take 52 s of
+the budget; `coordinate_descent_tuning` was still compiling after 162 s."""
 
 LEAN_DALI_THREADS = 4
 """DALI's threads in the lean candidate, beside the machine's cores: with whole images decoded, on one
