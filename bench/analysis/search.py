@@ -7,10 +7,10 @@ when it is `faster` beyond the combined noise of both figures; a tie keeps the c
 configuration, and a change faster than the best but within noise is carried: tried again together
 with each later change, so two small gains can be told from the noise together. The best and the
 runner-up are then measured again in fresh processes, and the winner is judged against the runner-up
-with the noise rules of the suite. The articles' baseline and optimized
-set-ups at the same GPU count are the yardsticks, measured after the stages (reused when this commit
-already stored them here). Given a JPEG folder, the winner is then fed by JPEGs and the loader and its
-knobs are searched the same way, within a share of the budget kept for them (search_space.py).
+with the noise rules of the suite. The articles' baseline and optimized set-ups at the same GPU count
+are the yardsticks, measured after the stages (reused when this commit already stored them here).
+Given a JPEG folder, the winner is then fed by JPEGs and the loader and its knobs are searched the same
+way, within a share of the budget kept for them (search_space.py).
 
 The search knows nothing of processes or files: it is handed a `measure(case, processes, sweep)` that
 returns a stored record, so the CPU tests drive it with a stand-in of known noise.
@@ -40,6 +40,7 @@ from .search_records import (  # noqa: F401 (the search's API)
     versus,
     winner_record,
 )
+from .search_carry import CarryingWalk
 from .search_fed import FedSearch
 from .search_space import (  # noqa: F401 (the search's API)
     LOADER_BUDGET_SHARE,
@@ -63,7 +64,7 @@ floor sd of 0.9% with 3 floor processes, seen on one H200), three carry their ow
 gain of 2-3% (the whole step as one CUDA graph, batch 384) can be told from the noise."""
 
 
-class Search(FedSearch):
+class Search(CarryingWalk, FedSearch):
     def __init__(self, measure, budget_s: float, clock=time.monotonic,
                  final_processes: int = FINAL_PROCESSES, stored: dict | None = None, known_times: dict | None = None,
                  floor_processes: int = 0, on_floor=None, confirm_processes: int = CONFIRM_PROCESSES):
@@ -83,6 +84,7 @@ class Search(FedSearch):
         self.t0 = clock()
         self.seen: dict[str, dict] = {}
         self.walls: list[tuple[bool, float]] = []  # (compiled, seconds per process)
+        self.carried, self.carried_pct = {}, 0.0
 
     # --- budget ---------------------------------------------------------------------------------
     def elapsed(self) -> float:
@@ -166,47 +168,6 @@ class Search(FedSearch):
         cand = Candidate(stage, case, self.measure(case), against=origin.case)
         (outcome.fed if fed else outcome.candidates).append(cand)
         return cand
-
-    def _walk_batches(self, outcome: Outcome, current: Candidate, stage: str, pick) -> Candidate:
-        """Batch sizes one at a time, each next one picked by `pick(start, best, tried)` from what won so far."""
-        start, tried = current.case.batch_size, []
-        while (b := pick(start, current.case.batch_size, tried)) is not None:
-            tried.append(b)
-            current = self._carrying(outcome, current, stage, dict(batch_size=b))
-        return current
-
-    def _carrying(self, outcome: Outcome, current: Candidate, stage: str, change: dict) -> Candidate:
-        """One change to the best, tried with the changes carried: each was faster than the best then but
-        within noise, so it was not kept alone, and two such gains may together be told from the noise (on
-        one H200 the step as one CUDA graph and the 4-channel input each gained 0.6-0.7% against a noise
-        of +-1.0% in 3 fresh processes a side). Where the change cannot take them, it is tried alone. Kept
-        beyond noise, the candidate is the new best and nothing is carried; faster within noise, its change
-        is carried on too. Returns the best."""
-        together = {**self.carried, **change}
-        if together != change and not self._can_take(current.case, together):
-            together = change
-        # what the carried changes gained already: the change itself shows only in a gain beyond that
-        gained = self.carried_pct if together != change else 0.0
-        cand = self._candidate(outcome, current, stage, together)
-        if cand is None:
-            return current
-        best = self._choose(current, cand, confirm_above=gained)
-        if best is cand:
-            self.carried, self.carried_pct = {}, 0.0
-        elif figure(cand.record) is not None:
-            v = judge(current.record, cand.record)
-            if v["verdict"] == verdicts.WITHIN and v["delta_pct"] > gained:
-                self.carried, self.carried_pct = together, v["delta_pct"]
-                cand.note += "; carried into the later candidates"
-        return best
-
-    @staticmethod
-    def _can_take(case: Case, change: dict) -> bool:
-        try:
-            case.replace(**change)
-        except CaseError:
-            return False
-        return True
 
     def _yardsticks(self, outcome: Outcome, base: Case, gpus: int) -> None:
         """The articles' baseline and optimized set-ups at this GPU count: stored ones of this commit

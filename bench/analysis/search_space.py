@@ -20,9 +20,8 @@ def stages(start: Case, with_compile: bool = True) -> list[tuple[str, list[dict]
     compiled forward + loss ran 6,592 images/s against 5,819 eager, default SGD), the batch (there 7,111
     at 256, 7,248 at 384, 7,473 at 512; 2x first), the whole step as one CUDA graph on the batch that won, then
     how the kernels are chosen (the `kernels` stage: the input padded to 4 channels for the stem's
-    convolution, every cuDNN algorithm timed), the
-    other compile scope, precision and DDP's own knobs, so a short budget reaches the likeliest gains
-    first. `reduce-overhead` is left out: its CUDA graphs hold forward and backward only, and
+    convolution, every cuDNN algorithm timed), the other compile scope, precision and DDP's own knobs,
+    so a short budget reaches the likeliest gains first. `reduce-overhead` is left out: its CUDA graphs hold forward and backward only, and
     `cuda_graph` captures the optimizer and the loss scaler too."""
     out = [("optimizer", [dict(optimizer_impl="fused")])]
     # DDP's static graph and a compiled model do not mix (pytorch/pytorch#93672)
@@ -33,7 +32,8 @@ def stages(start: Case, with_compile: bool = True) -> list[tuple[str, list[dict]
     if start.device == "cuda" and start.strategy == "single":
         out.append(("graph", [dict(cuda_graph=True, optimizer_impl="fused")]))
     if with_compile and start.device == "cuda":
-        out.append(("kernels", [dict(input_channels=4)] + [dict(inductor_options=name) for name in INDUCTOR_OPTIONS_TRIED]
+        out.append(("kernels", [dict(input_channels=4)]
+                    + [dict(inductor_options=name) for name in INDUCTOR_OPTIONS_TRIED]
                     + [dict(cudnn_benchmark_limit=0)]))
         # the compiled step's kernels launched from C++: on one H200 the compiled step at batch 128 took
         # 34.4 ms with the GPU busy in 56% of samples, so its host needed about that long to queue it

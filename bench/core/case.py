@@ -44,7 +44,8 @@ class Case:
     """The channels each image reaches the model with: 3 (RGB), or 4 (RGB and a channel of zeros, the
     stem convolution widened to read it with zero weights there): the same training, but each pixel of the
     stem's NHWC input is 8 bytes in fp16, a shape convolution kernels handle better than 6 (MLPerf's
-    ResNet-50 pads its input the same way). The loader delivers the fourth channel; no model runs idle."""
+    ResNet-50 pads its input the same way). The loader delivers the fourth channel; refused with
+    loader_only, where no model runs."""
     cudnn_benchmark: bool = True
     """Let cuDNN autotune convolution algorithms (done during warm-up)."""
     cudnn_benchmark_limit: int = 10

@@ -98,8 +98,7 @@ def validate(c) -> None:
                         f"image; use 0 or a share that gives each pipeline at least one")
     _at_least("dali_prefetch_depth", c.dali_prefetch_depth, 1)
     _at_least("cudnn_benchmark_limit", c.cudnn_benchmark_limit, 0)
-    if isinstance(c.input_channels, bool) or c.input_channels not in INPUT_CHANNELS \
-            or not isinstance(c.input_channels, int):
+    if type(c.input_channels) is not int or c.input_channels not in INPUT_CHANNELS:
         raise CaseError(f"input_channels={c.input_channels!r} is not accepted; use 3 (RGB) or 4 (RGB and a zero channel)")
     check_inductor_options(c.inductor_options)
     _at_least("cuda_max_connections", c.cuda_max_connections, 0)

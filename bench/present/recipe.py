@@ -15,8 +15,8 @@ from ..core.case_checks import CUDA_CONNECTIONS_VAR
 from . import recipe_inputs, recipe_script
 
 RECIPE_KNOBS = ("model", "num_classes", "image_size", "device", "gpus", "strategy", "batch_size", "precision",
-                "channels_last", "input_channels", "cudnn_benchmark", "cudnn_benchmark_limit", "compile", "compile_scope", "compile_wrapper",
-                "inductor_options", "optimizer_impl",
+                "channels_last", "input_channels", "cudnn_benchmark", "cudnn_benchmark_limit", "compile",
+                "compile_scope", "compile_wrapper", "inductor_options", "optimizer_impl",
                 "cuda_graph", "step_stream", "bucket_cap_mb", "gradient_as_bucket_view", "static_graph",
                 "broadcast_buffers", "seed", "cuda_max_connections")
 LOADER_KNOBS = {"dali": ("dali_device", "hw_decoder_load", "dali_threads", "dali_prefetch_depth", "dali_handoff",

@@ -19,7 +19,7 @@ class SyntheticLoader:
         fmt = torch.channels_last if case.channels_last else torch.contiguous_format
         self.half = half_input(case.precision, ctx.device.type == "cuda")  # in the dtype DALI would deliver
         images = images.to(ctx.device, torch.float16 if self.half else torch.float32)
-        self.images = with_zero_channels(images, case.input_channels, fmt)  # the RGB of a 3-channel case's batch
+        self.images = with_zero_channels(images, case.input_channels, fmt)  # RGB, then zeros where the stem reads more
         self.labels = labels.to(ctx.device)
 
     def __iter__(self):
