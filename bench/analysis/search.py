@@ -84,7 +84,6 @@ class Search(CarryingWalk, FedSearch):
         self.t0 = clock()
         self.seen: dict[str, dict] = {}
         self.walls: list[tuple[bool, float]] = []  # (compiled, seconds per process)
-        self.carried, self.carried_pct = {}, 0.0
 
     # --- budget ---------------------------------------------------------------------------------
     def elapsed(self) -> float:
