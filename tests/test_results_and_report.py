@@ -111,6 +111,19 @@ def test_full_table_matches_golden():
     assert cases.full_table(fixture_records()) + "\n" == (GOLDEN / "full.md").read_text()
 
 
+def test_the_best_configuration_found_states_its_noise_and_processes():
+    """The summary's best case per GPU count carries its interval and how many processes measured it,
+    so a single process's figure is not read as a confirmed one."""
+    recs = fixture_records()
+    one = [r for r in recs if r.ok and r.case["gpus"] == 1 and not r.case.get("loader_only")]
+    top = max(one, key=lambda r: r.images_per_s)
+    top.data["metrics"] = {**top.metrics, "processes": 3}
+    text = " ".join(report.render(recs).split())
+    assert f"1 GPU(s)), {top.images_per_s:,.1f} images/s (+-1.0%, 3 process(es); {top.sweep} sweep)" in text
+    zh = " ".join(report.render(recs, "zh").split())
+    assert f"{top.images_per_s:,.1f} 图像/秒（+-1.0%，3 个进程；{top.sweep} 扫描）" in zh
+
+
 def test_the_csv_export_is_tidy_and_typed(tmp_path):
     """One row per record with machine, commit, run and every knob; numbers numeric, the interval as two
     columns; records of two machines and two runs of one case stay apart."""

@@ -7,7 +7,7 @@ from pathlib import Path
 from ..analysis import claims, noise, targets
 from ..core import phrases, stats
 from ..core.identity import differing_fields
-from ..core.labels import describe, profile_text
+from ..core.labels import describe, noise as noise_text, profile_text
 from ..store import query
 from ..store.record import Record
 from ..store.tree import DEFAULT_ROOT
@@ -56,7 +56,8 @@ def summary_lines(records: list[Record], evals: list, lang: str) -> list[str]:
                   key=lambda r: r.images_per_s)
         lines += wrap("- " + i18n.t(lang, "best_found", label=f"{labels[top.case_id]}{mark} ({model}, {px} px, "
                                                                f"{describe(top.case)}, {n} GPU(s))",
-                                    ips=fmt(top.images_per_s), sweep=top.sweep))
+                                    ips=fmt(top.images_per_s), noise=noise_text(top.metrics),
+                                    k=top.metrics.get("processes", 1), sweep=top.sweep))
     for many in sorted(judged, key=lambda r: (r.case["name"], r.case["gpus"])):
         n = many.case["gpus"]
         # against one GPU at exactly the same settings: the case differs in its GPU count alone
