@@ -122,6 +122,9 @@ def test_the_best_configuration_found_states_its_noise_and_processes():
     assert f"1 GPU(s)), {top.images_per_s:,.1f} images/s (+-1.0%, 3 process(es); {top.sweep} sweep)" in text
     zh = " ".join(report.render(recs, "zh").split())
     assert f"{top.images_per_s:,.1f} 图像/秒（+-1.0%，3 个进程；{top.sweep} 扫描）" in zh
+    top.data["metrics"] = {**top.metrics, "processes": 1, "images_per_s_ci95": None, "spread_pct": 0.4}
+    text = " ".join(report.render(recs).split())
+    assert f"1 GPU(s)), {top.images_per_s:,.1f} images/s (spread 0.4%, 1 process(es); {top.sweep} sweep)" in text
 
 
 def test_the_csv_export_is_tidy_and_typed(tmp_path):

@@ -56,7 +56,7 @@ def summary_lines(records: list[Record], evals: list, lang: str) -> list[str]:
                   key=lambda r: r.images_per_s)
         lines += wrap("- " + i18n.t(lang, "best_found", label=f"{labels[top.case_id]}{mark} ({model}, {px} px, "
                                                                f"{describe(top.case)}, {n} GPU(s))",
-                                    ips=fmt(top.images_per_s), noise=noise_text(top.metrics),
+                                    ips=fmt(top.images_per_s), noise=noise_text(top.metrics).strip("()"),
                                     k=top.metrics.get("processes", 1), sweep=top.sweep))
     for many in sorted(judged, key=lambda r: (r.case["name"], r.case["gpus"])):
         n = many.case["gpus"]
