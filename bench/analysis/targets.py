@@ -119,7 +119,8 @@ def recommend_rows(records: list[Record]) -> list[list]:
             record = next((r for r in records if r.case_id == found.get("best_case_id") and r.run_id == run), None)
             bound = power_text(record.data.get("diagnosis") or {}).removeprefix("; ") if record else ""
             rows.append(_row("recommend's synthetic winner, 1 GPU", f">= {RECOMMEND_ONE_GPU_NEEDED:.0f} images/s",
-                             f"{best:.0f}", against(best, RECOMMEND_ONE_GPU_NEEDED, ci and 50 * (ci[1] - ci[0]) / best),
+                             f"{best:.0f}", against(best, RECOMMEND_ONE_GPU_NEEDED, verdicts.half_width_pct(
+                                 {"images_per_s": best, "images_per_s_ci95": ci})),
                              f"run {run}: {shown}", bound))
         fed = found.get("fed_best_images_per_s")
         if fed:
