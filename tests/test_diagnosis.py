@@ -221,6 +221,8 @@ def test_peak_is_measured_once_and_stored(tmp_path):
     stored = json.loads((tmp_path / "peak.json").read_text())
     assert stored == p
     assert set(p["flops_per_s"]) == {"fp32", "bf16", "fp16"}  # each precision a CPU case may ask for
+    # each at the size asked for or a halving of it where a product is slow (bf16 without fast CPU kernels)
+    assert p["matrix_size"] == 1024 and set(p["matrix_size_measured"].values()) <= {256, 512, 1024}
     (tmp_path / "peak.json").write_text(json.dumps({**p, "flops_per_s": {"fp32": 1.0, "bf16": 2.0, "fp16": 3.0}}))
     assert peak.load_or_measure(tmp_path, "cpu", {})["flops_per_s"]["fp32"] == 1.0  # not measured again
     # a file from before bf16 and fp16 were measured on the CPU is measured again, not read as it is

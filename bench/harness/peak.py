@@ -21,28 +21,49 @@ def precisions(device: str) -> dict:
     return DTYPES if device == "cuda" else {k: v for k, v in DTYPES.items() if k != "tf32"}
 
 
+SLOW_PRODUCT_S = 0.2
+"""The size grows from MIN_SIZE by doubling up to the one asked for while a product is expected to take
+under this: a precision this CPU has no fast kernels for (bf16 and fp16 on a 2-core x86 host: about
+1 GFLOP/s, 2.2 s a product at 1024) is then measured at 512 in about a second, not a minute, at about
+the same rate (1.3 GFLOP/s at 512)."""
+MIN_SIZE = 256
+TIME_BOX_S = 1.0
+"""Repeats stop once they took this long, after at least MIN_REPEATS."""
+MIN_REPEATS = 3
+
+
 def measure(device: str, size: int, repeats: int = 10) -> dict:
-    """FLOP/s of a size^3 matrix product per precision, median of `repeats` after warm-up."""
+    """FLOP/s of a matrix product per precision, the median of up to `repeats` after warm-up, at `size`
+    or, where a product there would be slow, the largest size halved from it that is not."""
     import torch  # only in the fresh process that measures
-    rates = {}
+
+    def timed(a, b) -> float:
+        if device == "cuda":
+            torch.cuda.synchronize()
+        t = time.perf_counter()
+        a @ b
+        if device == "cuda":
+            torch.cuda.synchronize()
+        return time.perf_counter() - t
+
+    rates, sizes = {}, {}
     for label, dtype in precisions(device).items():
         torch.backends.cuda.matmul.allow_tf32 = label == "tf32"
-        a = torch.randn(size, size, device=device, dtype=getattr(torch, dtype))
-        b = torch.randn(size, size, device=device, dtype=getattr(torch, dtype))
-        for _ in range(3):
-            a @ b
-        times = []
-        for _ in range(repeats):
-            if device == "cuda":
-                torch.cuda.synchronize()
-            t = time.perf_counter()
-            a @ b
-            if device == "cuda":
-                torch.cuda.synchronize()
-            times.append(time.perf_counter() - t)
-        rates[label] = 2 * size ** 3 / statistics.median(times)
+        n = min(MIN_SIZE, size)
+        while True:
+            a, b = (torch.randn(n, n, device=device, dtype=getattr(torch, dtype)) for _ in range(2))
+            timed(a, b)  # the first product at a size also pays for its set-up
+            took = timed(a, b)
+            if n * 2 > size or took * 8 > SLOW_PRODUCT_S:  # twice the size: eight times the work
+                break
+            n *= 2
+        timed(a, b)
+        times: list[float] = []
+        while len(times) < repeats and (len(times) < MIN_REPEATS or sum(times) < TIME_BOX_S):
+            times.append(timed(a, b))
+        rates[label], sizes[label] = 2 * n ** 3 / statistics.median(times), n
     torch.backends.cuda.matmul.allow_tf32 = False
-    return {"device": device, "matrix_size": size, "flops_per_s": rates}
+    return {"device": device, "matrix_size": size, "matrix_size_measured": sizes, "flops_per_s": rates}
 
 
 def load_or_measure(folder: Path, device: str, env: dict) -> dict:
