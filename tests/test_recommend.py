@@ -305,6 +305,22 @@ def test_the_batch_grows_while_the_largest_wins_and_shrinks_only_where_none_did(
     assert recommend.next_batch(1, 1, [1, 2]) is None  # no half of a batch of one
 
 
+def test_a_batch_beyond_2x_waits_for_the_graph_and_kernel_stages():
+    # 512 wins: the whole step as one CUDA graph and the kernel settings come next, 768 only after them
+    # (on one H200 768 never beat 512 and its first compilation took 75 s that the graph then lacked)
+    gains = {("optimizer_impl", "fused"): 3.0, ("compile", "default"): 15.0, ("batch_size", 512): 5.0,
+             ("batch_size", 768): 10.0}
+    out = search(StandIn(gains, noise_pct=0.5)).run(BASE, 1)
+    order = [(c.stage, c.case.batch_size) for c in out.candidates]
+    assert order.index(("graph", 512)) < order.index(("kernels", 512)) < order.index(("batch", 768))
+    # 768 kept, 1024 (no gain of its own) not: the stages after them go on from 768
+    assert order.index(("batch", 768)) < order.index(("batch", 1024)) < order.index(("wrapper", 768))
+    assert out.best.case.batch_size == 768 and [b for s, b in order if s == "batch"] == [512, 768, 1024]
+    # where 512 did not win (384 did), the later walk tries nothing larger; nor after a budget-skipped 512
+    assert recommend.larger_batch(256, 384, [512, 384]) is None and recommend.larger_batch(256, 256, []) is None
+    assert recommend.larger_batch(256, 768, [512, 768]) == 1024 and recommend.larger_batch(256, 1024, [512, 768, 1024]) is None
+
+
 def test_ddp_knobs_are_searched_over_several_gpus():
     standin = StandIn({("gradient_as_bucket_view", True): 4.0})
     out = search(standin).run(BASE, 4, with_compile=False)
@@ -522,7 +538,9 @@ def test_a_compiled_gpu_winner_is_tried_with_each_kernel_choosing_setting_alone(
 def test_a_compiled_winner_is_also_tried_with_its_kernels_launched_from_cpp():
     start = recommend.start_case(BASE, 1)
     names = [name for name, _ in recommend.stages(start)]
-    assert names.index("wrapper") == names.index("kernels") + 1 == names.index("graph") + 2  # after likelier gains
+    # after likelier gains: the graph, the kernel settings and a batch beyond 2x
+    assert names.index("wrapper") == names.index("kernels") + 2 == names.index("graph") + 3
+    assert names[names.index("kernels") + 1] == "batch"
     cpu_start = recommend.start_case(recipes.CPU_RECOMMEND_BASE, 1)
     assert "wrapper" not in [name for name, _ in recommend.stages(cpu_start)]  # on a CPU the host is the device
     assert "wrapper" not in [name for name, _ in recommend.stages(start, with_compile=False)]

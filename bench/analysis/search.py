@@ -48,6 +48,7 @@ from .search_space import (  # noqa: F401 (the search's API)
     fed_start_crop,
     fed_start_queues,
     host_bound_changes,
+    larger_batch,
     loader_changes,
     next_batch,
     stages,
@@ -130,7 +131,7 @@ class Search(CarryingWalk, FedSearch):
             outcome.skipped.append("every stage: the starting set-up failed")
             outcome.seconds = self.elapsed() - began
             return outcome
-        self.carried, self.carried_pct = {}, 0.0
+        self.carried, self.carried_pct, self.batches_tried = {}, 0.0, []
         for stage, changes in stages(start, with_compile):
             if callable(changes):
                 current = self._walk_batches(outcome, current, stage, changes)

@@ -17,9 +17,14 @@ class CarryingWalk:
     carried_pct: float
     """What the candidate that carried them last gained against the best, in %."""
 
+    batches_tried: list
+    """The batch sizes this GPU count's walks picked so far, those left for budget too (set afresh at
+    each GPU count's start), so a later walk goes on from an earlier one."""
+
     def _walk_batches(self, outcome: Outcome, current: Candidate, stage: str, pick) -> Candidate:
-        """Batch sizes one at a time, each next one picked by `pick(start, best, tried)` from what won so far."""
-        start, tried = current.case.batch_size, []
+        """Batch sizes one at a time, each next one picked by `pick(start, best, tried)` from the search's
+        starting batch, the best so far and every batch picked before."""
+        start, tried = outcome.candidates[0].case.batch_size, self.batches_tried
         while (b := pick(start, current.case.batch_size, tried)) is not None:
             tried.append(b)
             current = self._carrying(outcome, current, stage, dict(batch_size=b))
