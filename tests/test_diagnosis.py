@@ -215,7 +215,8 @@ def test_sampler_without_nvml_is_silent():
     assert s.summary() == {}
 
 
-def test_peak_is_measured_once_and_stored(tmp_path):
+def test_peak_is_measured_once_and_stored(tmp_path, monkeypatch):
+    monkeypatch.setenv("BENCH_DATA_CACHE", str(tmp_path / "cache"))
     p = peak.load_or_measure(tmp_path, "cpu", {"cpu_model": "x"})
     assert p["flops_per_s"]["fp32"] > 1e8 and p["env"]["cpu_model"] == "x"
     stored = json.loads((tmp_path / "peak.json").read_text())
@@ -229,6 +230,22 @@ def test_peak_is_measured_once_and_stored(tmp_path):
     (tmp_path / "peak.json").write_text(json.dumps({**p, "flops_per_s": {"fp32": 1.0}}))
     again = peak.load_or_measure(tmp_path, "cpu", {})["flops_per_s"]
     assert again["fp32"] > 1e8 and again["bf16"] > 1e6
+
+
+def test_a_new_results_tree_takes_the_hosts_peak_measured_under_the_same_software(tmp_path, monkeypatch):
+    monkeypatch.setenv("BENCH_DATA_CACHE", str(tmp_path / "cache"))
+    env = {"hostname": "box", "cpu_model": "x", "torch": "2.14.1"}
+    known = {"device": "cpu", "flops_per_s": {"fp32": 1.0, "bf16": 2.0, "fp16": 3.0},
+             "env": {k: env.get(k) for k in peak.MACHINE_KEYS}}
+    peak.cache_file(env).parent.mkdir(parents=True)
+    peak.cache_file(env).write_text(json.dumps(known))
+    assert peak.load_or_measure(tmp_path / "a", "cpu", env) == known  # not measured: 1 FLOP/s is no CPU's
+    assert json.loads((tmp_path / "a" / "peak.json").read_text()) == known  # and kept beside the results
+    # other software (or another CPU) on the host: measured, and the cache holds the new one
+    newer = dict(env, torch="2.15.0")
+    p = peak.load_or_measure(tmp_path / "b", "cpu", newer)
+    assert p["flops_per_s"]["fp32"] > 1e8 and p["env"]["torch"] == "2.15.0"
+    assert json.loads(peak.cache_file(newer).read_text()) == p
 
 
 def test_mfu_of_a_cpu_case_is_taken_against_the_peak_of_its_own_precision():

@@ -1,8 +1,10 @@
 """The machine's measured matrix-multiply peak per precision, the denominator of MFU. Measured
-once per machine in a fresh process and stored beside its results as peak.json."""
+once per machine in a fresh process and stored beside its results as peak.json, and in the host's
+cache for the next results tree on the same machine and software."""
 from __future__ import annotations
 
 import json
+import re
 import statistics
 import subprocess
 import sys
@@ -10,6 +12,7 @@ import time
 from pathlib import Path
 
 from ..core.files import write_json_atomic
+from ..data.defaults import cache_root
 from .env import REPO_ROOT
 
 DTYPES = {"fp32": "float32", "tf32": "float32", "bf16": "bfloat16", "fp16": "float16"}
@@ -66,17 +69,40 @@ def measure(device: str, size: int, repeats: int = 10) -> dict:
     return {"device": device, "matrix_size": size, "matrix_size_measured": sizes, "flops_per_s": rates}
 
 
+MACHINE_KEYS = ("gpu_model", "gpu_count", "driver", "torch", "cuda", "cpu_model")
+"""What a peak was measured under: a peak is reused only where all of these are the same."""
+
+
+def _usable(path: Path, device: str, env: dict | None = None) -> dict | None:
+    """A stored peak holding every precision this device accepts (files written before CPU cases were
+    measured in bf16 and fp16 lack some) and, where `env` is given, measured under the same MACHINE_KEYS."""
+    try:
+        stored = json.loads(path.read_text())
+    except (OSError, json.JSONDecodeError):
+        return None
+    if not set(precisions(device)) <= set(stored.get("flops_per_s") or {}):
+        return None
+    if env is not None and stored.get("env") != {k: env.get(k) for k in MACHINE_KEYS}:
+        return None
+    return stored
+
+
+def cache_file(env: dict) -> Path:
+    """This host's peak outside any results tree: a new results root, a worktree of `make ab` or a test's
+    folder takes it from there instead of measuring it again (seconds, a minute on some CPUs)."""
+    host = re.sub(r"[^A-Za-z0-9.-]+", "-", str(env.get("hostname") or "host"))
+    return cache_root() / "peak" / f"{host}.json"
+
+
 def load_or_measure(folder: Path, device: str, env: dict) -> dict:
-    """peak.json in the machine's results folder, measured now if it is not there yet or lacks a
-    precision this device accepts (files written before CPU cases were measured in bf16 and fp16)."""
+    """peak.json in the machine's results folder; else this host's cached one where it was measured under
+    the same MACHINE_KEYS (copied into the folder); else measured now in a fresh process, and kept in both."""
     path = folder / "peak.json"
-    if path.is_file():
-        try:
-            stored = json.loads(path.read_text())
-            if set(precisions(device)) <= set(stored.get("flops_per_s") or {}):
-                return stored
-        except (OSError, json.JSONDecodeError):
-            pass
+    if (stored := _usable(path, device)) is not None:
+        return stored
+    if (cached := _usable(cache_file(env), device, env)) is not None:
+        write_json_atomic(path, cached)
+        return cached
     size = 8192 if device == "cuda" else 1024
     code = f"import json,sys; sys.path.insert(0,{str(REPO_ROOT)!r}); " \
            f"from bench.harness.peak import measure; print(json.dumps(measure({device!r}, {size})))"
@@ -84,6 +110,10 @@ def load_or_measure(folder: Path, device: str, env: dict) -> dict:
     if out.returncode != 0:
         return {}
     peak = json.loads(out.stdout.strip().splitlines()[-1])
-    peak["env"] = {k: env.get(k) for k in ("gpu_model", "gpu_count", "driver", "torch", "cuda", "cpu_model")}
+    peak["env"] = {k: env.get(k) for k in MACHINE_KEYS}
     write_json_atomic(path, peak)
+    try:
+        write_json_atomic(cache_file(env), peak)
+    except OSError:  # a cache that cannot be written costs a later measurement, nothing else
+        pass
     return peak
