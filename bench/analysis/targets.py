@@ -1,8 +1,6 @@
 """The suite's own performance targets on ResNet-50 / 224 px, read from the `targets` sweep."""
 from __future__ import annotations
 
-import math
-
 from ..core import identity, stats, verdicts
 from ..store import query
 from ..store.query import Record
@@ -117,20 +115,19 @@ def recommend_rows(records: list[Record]) -> list[list]:
             continue
         ci = found.get("best_images_per_s_ci95")
         shown = f"{best:,.1f} images/s" + (f" (95% interval {ci[0]:,.1f}-{ci[1]:,.1f})" if ci else "")
+        best_half = verdicts.half_width_pct({"images_per_s": best, "images_per_s_ci95": ci})
         if gpus == 1:
             record = next((r for r in records if r.case_id == found.get("best_case_id") and r.run_id == run), None)
             bound = power_text(record.data.get("diagnosis") or {}).removeprefix("; ") if record else ""
             rows.append(_row("recommend's synthetic winner, 1 GPU", f">= {RECOMMEND_ONE_GPU_NEEDED:.0f} images/s",
-                             f"{best:.0f}", against(best, RECOMMEND_ONE_GPU_NEEDED, verdicts.half_width_pct(
-                                 {"images_per_s": best, "images_per_s_ci95": ci})),
+                             f"{best:.0f}", against(best, RECOMMEND_ONE_GPU_NEEDED, best_half),
                              f"run {run}: {shown}", bound))
         fed = found.get("fed_best_images_per_s")
         if fed:
             share = 100 * fed / best
             fed_half = _fed_half_pct(records, run, found)
-            best_half = verdicts.half_width_pct({"images_per_s": best, "images_per_s_ci95": ci})
-            # the share's noise: both figures' half-widths in quadrature, as every comparison here
-            noise_pct = math.hypot(fed_half, best_half) if fed_half is not None and best_half is not None else None
+            # the share's noise: both figures' half-widths in quadrature, as every comparison judges it
+            noise_pct = verdicts.compare(best, best_half, fed, fed_half)["noise_pct"]
             fed_shown = f"{fed:,.1f}" + (f" (+-{fed_half:.1f}%)" if fed_half is not None else " (no interval)")
             rows.append(_row(f"recommend's JPEG-fed winner, {gpus} GPU(s)", f">= {FED_NEEDED_PCT:.0f}% of synthetic",
                              f"{share:.1f}%", against(share, FED_NEEDED_PCT, noise_pct),
