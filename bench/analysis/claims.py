@@ -14,7 +14,6 @@ from ..core.identity import differing_fields
 from ..core.phrases import phrase
 from ..core.verdicts import CANNOT, FAILS, HOLDS, INCONCLUSIVE
 from ..store import query
-from . import noise
 
 TORCH_LOADER_KNOBS = ("num_workers", "pin_memory", "non_blocking", "persistent_workers", "prefetch_factor")
 DALI_KNOBS = ("dali_device", "dali_threads", "hw_decoder_load", "dali_prefetch_depth", "dali_handoff", "dali_crop")
@@ -38,6 +37,10 @@ class Claim:
     extra: dict = field(default_factory=dict)
     min_gpus: int = 1
     """Claims about balancing or communicating between GPUs say nothing on one GPU."""
+    after_is: object = None
+    """(before case, after case) -> whether `after` holds the change the claim is about and `before`
+    lacks it (both acting fields, core/identity.acting): how a pair is told apart by identity, so any
+    two cases of a run that differ only in the claim's knobs, this way round, test it."""
 
 
 def _ablation(i_before: int, before: str, i_after: int, after: str) -> tuple:
@@ -46,36 +49,48 @@ def _ablation(i_before: int, before: str, i_after: int, after: str) -> tuple:
 
 CLAIMS = [
     Claim("workers", "article 1, section 2", "More DataLoader worker processes (about the core count) speed up input.",
-          (_ablation(0, "baseline", 1, "num-workers"),), ("num_workers", "persistent_workers"), "ablation"),
+          (_ablation(0, "baseline", 1, "num-workers"),), ("num_workers", "persistent_workers"), "ablation",
+          after_is=lambda a, b: a["num_workers"] == 0 and b["num_workers"] != 0),
     Claim("pin-memory", "article 1, section 2", "pin_memory=True makes host-to-GPU copies faster.",
-          (_ablation(1, "num-workers", 2, "pin-memory"),), ("pin_memory",), "ablation"),
+          (_ablation(1, "num-workers", 2, "pin-memory"),), ("pin_memory",), "ablation",
+          after_is=lambda a, b: not a["pin_memory"] and b["pin_memory"]),
     Claim("non-blocking", "article 1, section 4", "non_blocking=True copies overlap with compute and speed training up.",
-          (_ablation(2, "pin-memory", 3, "non-blocking"),), ("non_blocking",), "ablation"),
+          (_ablation(2, "pin-memory", 3, "non-blocking"),), ("non_blocking",), "ablation",
+          after_is=lambda a, b: not a["non_blocking"] and b["non_blocking"]),
     Claim("accumulation-fewer-allreduces", "article 1, section 3",
           "Its gradient-accumulation loop all-reduces once per K micro-batches instead of every micro-batch.",
           (("ddp-accumulate-article", "ddp-accumulate-no_sync"),), ("accumulation_mode",), "strategies",
-          kind="fewer-allreduces", min_gpus=2),
+          kind="fewer-allreduces", min_gpus=2,
+          after_is=lambda a, b: a["accumulation_mode"] == "article" and b["accumulation_mode"] == "no_sync"),
     Claim("accumulation-faster", "article 1, section 3",
           "Gradient accumulation hides communication and so raises throughput.",
           (("ddp", "ddp-accumulate-article"), ("ddp", "ddp-accumulate-no_sync")),
-          ("accumulation_steps", "accumulation_mode"), "strategies", min_gpus=2),
+          ("accumulation_steps", "accumulation_mode"), "strategies", min_gpus=2,
+          after_is=lambda a, b: a["accumulation_steps"] == 1 and b["accumulation_steps"] > 1),
     Claim("dp-free-memory", "article 2, section 3.1", "Choosing DataParallel's GPUs by free memory helps.",
-          (_ablation(3, "non-blocking", 4, "dp-free-memory-gpus"),), ("dp_device_selection",), "ablation", min_gpus=2),
+          (_ablation(3, "non-blocking", 4, "dp-free-memory-gpus"),), ("dp_device_selection",), "ablation", min_gpus=2,
+          after_is=lambda a, b: a["dp_device_selection"] == "default" and b["dp_device_selection"] != "default"),
     Claim("dp-output-device", "article 2, section 3.2", "Gathering outputs on a less loaded GPU balances DataParallel.",
-          (_ablation(4, "dp-free-memory-gpus", 5, "dp-output-device"),), ("dp_output_device",), "ablation", min_gpus=2),
+          (_ablation(4, "dp-free-memory-gpus", 5, "dp-output-device"),), ("dp_output_device",), "ablation", min_gpus=2,
+          after_is=lambda a, b: a["dp_output_device"] == -1 and b["dp_output_device"] != -1),
     Claim("dp-loss-in-forward", "article 2, section 3.3",
           "Computing the loss inside forward (only scalars gathered) speeds DataParallel up.",
-          (_ablation(5, "dp-output-device", 6, "dp-loss-in-forward"),), ("dp_loss_in_forward",), "ablation", min_gpus=2),
+          (_ablation(5, "dp-output-device", 6, "dp-loss-in-forward"),), ("dp_loss_in_forward",), "ablation", min_gpus=2,
+          after_is=lambda a, b: not a["dp_loss_in_forward"] and b["dp_loss_in_forward"]),
     Claim("amp", "article 2, section 4.1", "Mixed precision (AMP with a GradScaler) speeds training up.",
-          (_ablation(6, "dp-loss-in-forward", 7, "amp-fp16"), ("amp-fp32", "amp-fp16")), ("precision",), "ablation or amp"),
+          (_ablation(6, "dp-loss-in-forward", 7, "amp-fp16"), ("amp-fp32", "amp-fp16")), ("precision",), "ablation or amp",
+          after_is=lambda a, b: a["precision"] in ("fp32", "tf32") and b["precision"] in ("fp16", "bf16")),
     Claim("dali", "article 2, section 4.2", "NVIDIA DALI speeds up data loading and so training.",
           (_ablation(10, "cudnn-benchmark", 11, "dali-mixed"), ("loader-torch", "loader-dali-mixed")),
-          ("loader", *TORCH_LOADER_KNOBS, *DALI_KNOBS), "ablation or loaders"),
+          ("loader", *TORCH_LOADER_KNOBS, *DALI_KNOBS), "ablation or loaders",
+          after_is=lambda a, b: a["loader"] == "torch" and a["num_workers"] != 0 and b["loader"] == "dali"),
     Claim("nccl-settings", "article 2, section 4.3", "Its NCCL settings (IB disabled, debug at WARN) improve communication.",
-          (_ablation(11, "dali-mixed", 12, "nccl-article-settings"),), ("nccl_env",), "ablation", min_gpus=2),
+          (_ablation(11, "dali-mixed", 12, "nccl-article-settings"),), ("nccl_env",), "ablation", min_gpus=2,
+          after_is=lambda a, b: not a["nccl_env"] and bool(b["nccl_env"])),
     Claim("ddp-over-dp", "article 2, closing section", "DistributedDataParallel scales better than DataParallel.",
           (_ablation(7, "amp-fp16", 8, "ddp"), ("scaling-dp", "scaling-ddp")), ("strategy", "cudnn_benchmark", *DP_KNOBS),
-          "ablation or scaling", min_gpus=2),
+          "ablation or scaling", min_gpus=2,
+          after_is=lambda a, b: a["strategy"] == "dp" and b["strategy"] == "ddp"),
     Claim("seed-table", "article 2, section 2",
           "On 4x RTX 3090 the optimized DataParallel set-up beats the baseline by 11.1% on 2 GPUs and 40.1% on 4.",
           (("seed-baseline", "seed-optimized"),), None, "seed", kind="table",
@@ -84,9 +99,21 @@ CLAIMS = [
 
 
 def _usable(records: list[query.Record], include_old: bool) -> list[query.Record]:
-    """Latest ok run of each case, under today's metric definitions unless older ones are asked for."""
+    """Latest ok run of each case, under today's metric definitions unless older ones are asked for;
+    cases a claim experiment measured are judged there, by their pairs (analysis/answers.py)."""
     return [r for r in query.latest(records) if r.ok and (include_old or r.current)
-            and not r.case.get("loader_only") and not r.slowed_pct]
+            and not r.case.get("loader_only") and not r.slowed_pct and not r.data.get("measured_as_claim")]
+
+
+def own_noise(a: query.Record, b: query.Record, include_old: bool = False) -> dict:
+    """B against A judged by each figure's own 95% interval (verdicts.compare), never a noise borrowed
+    from another case; a figure without one leaves the pair shown, not judged."""
+    loose = include_old and not (a.current and b.current)
+    c = verdicts.compare_metrics(a.metrics, b.metrics, within_process_ok=loose)
+    missing = [r.case["name"] for r in (a, b) if verdicts.half_width_pct(r.metrics, loose) is None]
+    c["noise_phrase"] = (phrase("noise", pct=f"{c['noise_pct']:.1f}") if c["noise_pct"] is not None
+                         else phrase("not_judged", which=" and ".join(dict.fromkeys(missing))))
+    return c
 
 
 def find_pair(claim: Claim, records: list[query.Record], min_gpus: int = 1):
@@ -113,19 +140,16 @@ def find_pair(claim: Claim, records: list[query.Record], min_gpus: int = 1):
     return None, None, [unique[k] for k in sorted(unique)][:2]
 
 
-def evaluate(claim: Claim, records: list[query.Record], include_old: bool = False, assumed: dict | None = None) -> dict:
-    """One claim on one machine's records: verdict, effect and the evidence naming both files. A figure
-    without an interval of its own is judged against `assumed` noise (analysis/noise.py; computed from
-    `records` when not given), and the evidence says so: `evidence` in English, `evidence_phrase` for a
-    report in another language (core/phrases.py)."""
+def evaluate(claim: Claim, records: list[query.Record], include_old: bool = False) -> dict:
+    """One claim on one machine and commit's records, each figure with its own interval: verdict,
+    effect and the evidence naming both files (`evidence` in English, `evidence_phrase` for a report in
+    another language, core/phrases.py). A figure without an interval of its own is shown, not judged."""
     usable = _usable(records, include_old)
-    assumed = noise.assumed_noise(records) if assumed is None else assumed
-    out = _evaluate_table(claim, usable, assumed) if claim.kind == "table" else _evaluate_pair(claim, usable, assumed,
-                                                                                              include_old)
+    out = _evaluate_table(claim, usable) if claim.kind == "table" else _evaluate_pair(claim, usable, include_old)
     return {**out, "evidence": out["evidence_phrase"].text()}
 
 
-def _evaluate_pair(claim: Claim, usable: list[query.Record], assumed: dict, include_old: bool) -> dict:
+def _evaluate_pair(claim: Claim, usable: list[query.Record], include_old: bool) -> dict:
     a, b, refused = find_pair(claim, usable, claim.min_gpus)
     if a is None:
         fewer = find_pair(claim, usable)[0] is not None
@@ -148,15 +172,17 @@ def _evaluate_pair(claim: Claim, usable: list[query.Record], assumed: dict, incl
         return {"verdict": HOLDS if held else FAILS, "effect": f"{na:g} vs {nb:g} all-reduces per step",
                 "evidence_phrase": phrase("allreduces", where=where, na=f"{na:g}", k=ca["accumulation_steps"],
                                           nb=f"{nb:g}"), "files": files}
-    c = noise.judge(a, b, assumed, include_old)
+    c = own_noise(a, b, include_old)
     text = phrase("pair", where=where, ips_a=f"{a.images_per_s:,.0f}", ips_b=f"{b.images_per_s:,.0f}",
-                  noise=noise.noise_phrase(c))
+                  noise=c["noise_phrase"])
     return {"verdict": verdicts.claim_verdict(c["delta_pct"], c["noise_pct"]), "effect": f"{c['delta_pct']:+.1f}%",
-            "evidence_phrase": text, "files": files}
+            "noise_pct": c["noise_pct"], "noise_text": c["noise_phrase"].text(), "evidence_phrase": text, "files": files,
+            "date": max(a.started_at, b.started_at), "runs": sorted({a.run_id, b.run_id}),
+            "pair": (ca["name"], cb["name"]), "gpus": ca["gpus"]}
 
 
-def _evaluate_table(claim: Claim, records: list[query.Record], assumed: dict) -> dict:
-    parts, judged, files, effect = [], [], [], "-"
+def _evaluate_table(claim: Claim, records: list[query.Record]) -> dict:
+    parts, judged, files, effect, dates, runs = [], [], [], "-", [], set()
     names = ("seed-baseline", "seed-optimized")
     cells, _ = query.article_cells(records, names)  # the cells of the report's seed table
     for gpus, published in sorted(claim.extra["published_pct"].items()):
@@ -166,27 +192,27 @@ def _evaluate_table(claim: Claim, records: list[query.Record], assumed: dict) ->
         if not (a and b):
             parts.append(phrase("gpus_not_stored", n=gpus))
             continue
-        c = noise.judge(a, b, assumed)
+        c = own_noise(a, b)
+        dates += [a.started_at, b.started_at]
+        runs |= {a.run_id, b.run_id}
         judged.append(verdicts.claim_verdict(c["delta_pct"], c["noise_pct"]))
         files += [a.path, b.path]
         effect = f"{c['delta_pct']:+.1f}%"
-        parts.append(phrase("gpus_measured", n=gpus, delta=f"{c['delta_pct']:+.1f}", noise=noise.noise_phrase(c),
+        parts.append(phrase("gpus_measured", n=gpus, delta=f"{c['delta_pct']:+.1f}", noise=c["noise_phrase"],
                             published=published))
     if not judged:
         return {"verdict": CANNOT, "effect": "-", "files": [], "evidence_phrase": phrase("table_not_run", parts=parts)}
     verdict = HOLDS if all(v == HOLDS for v in judged) else FAILS if FAILS in judged else INCONCLUSIVE
-    return {"verdict": verdict, "effect": effect, "files": files, "evidence_phrase": phrase("table_judged", parts=parts)}
+    return {"verdict": verdict, "effect": effect, "files": files, "evidence_phrase": phrase("table_judged", parts=parts),
+            "date": max(dates), "runs": sorted(runs), "pair": names, "gpus": None}
 
 
-def evaluations(records: list[query.Record], include_old: bool = False,
-                assumed: dict | None = None) -> list[tuple[Claim, dict]]:
-    """Every claim judged on the records of ONE machine and commit (never pooled across machines);
-    `assumed` is the machine's assumed noise (from all its stored runs, not this commit's alone)."""
+def evaluations(records: list[query.Record], include_old: bool = False) -> list[tuple[Claim, dict]]:
+    """Every claim judged on the records of ONE machine and commit (never pooled across machines)."""
     machines = {r.machine for r in records}
     if len(machines) > 1:
         raise ValueError(f"claims are judged per machine; got records of {', '.join(sorted(machines))}")
-    assumed = noise.assumed_noise(records) if assumed is None else assumed
-    return [(c, evaluate(c, records, include_old, assumed)) for c in CLAIMS]
+    return [(c, evaluate(c, records, include_old)) for c in CLAIMS]
 
 
 def table(records: list[query.Record], include_old: bool = False,

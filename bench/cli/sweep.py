@@ -5,17 +5,18 @@ from __future__ import annotations
 import contextlib
 from pathlib import Path
 
-from ..analysis import noise
+from ..analysis import experiments, noise
 from ..core import recipes, sweeps
 from ..core.case import Case
 from ..core.errors import BenchError
 from ..data.defaults import default_data_dir, default_data_short, ensure_default_data
 from ..harness import env as envmod
 from ..harness import launch
+from ..harness.experiments import DEFAULT_BUDGET_S, run_experiments
 from ..harness.checks import resolve_gpus
 from ..harness.prime import Prime
 from ..harness.run import Run, run_cases
-from ..present import plan_table, report
+from ..present import answers_text, plan_table, report
 from ..store import query
 from ..store.tree import Store
 from .flags import (
@@ -24,6 +25,7 @@ from .flags import (
     add_results_flag,
     check_processes,
     dist_from_args,
+    parse_budget,
     select_cases,
 )
 
@@ -44,6 +46,10 @@ def add(sub) -> None:
     s.add_argument("--only", default="", metavar="PATTERNS",
                    help="run only the cases whose id matches one of these comma-separated shell patterns")
     s.add_argument("--lang", choices=("en", "zh"), default="en", help="headings of the seed table")
+    s.add_argument("--claims-budget", default="", metavar="DURATION",
+                   help="time for the claims' experiments: pairs of cases differing only in a claim's knobs, their "
+                        f"processes interleaved until each verdict is decided (default: {DEFAULT_BUDGET_S['cuda']:g}s on "
+                        f"a GPU, {DEFAULT_BUDGET_S['cpu']:g}s on the CPU; 0 measures each case once, as listed)")
     s.add_argument("--dry-run", action="store_true", help="list the cases and what each sweep is expected to cost; run nothing")
     add_noise_flags(s, 3)
     add_results_flag(s)
@@ -99,9 +105,17 @@ def prepare(device: str, default_data: str, cases, reference: Case | None = None
             print(line)
 
 
+def claims_budget(a, device: str) -> float:
+    """Seconds for the claims' experiments: --claims-budget, else the device's default; 0 for none."""
+    if a.claims_budget in ("0", "0s", "0m"):
+        return 0.0
+    return parse_budget(a.claims_budget, "--claims-budget") if a.claims_budget else DEFAULT_BUDGET_S[device]
+
+
 def command(a) -> int:
     check_processes(a)
     plans, gpus, device, data_dir = plan(a)
+    budget = claims_budget(a, device)
     dist = dist_from_args(a)
     store = Store(a.results)
     if a.dry_run:
@@ -122,6 +136,10 @@ def command(a) -> int:
     made, measured = [], {}
     with run:
         run.measure_floor(reference, a.floor_processes, then=next((c for _, cs in plans for c in cs), None))
+        found = experiments.find(every) if budget else []
+        if found:  # the claims first: their cases are then stored, not run again, by their sweeps
+            sweep_of = {c.case_id: n for n, cs in reversed(plans) for c in cs}
+            measured.update(run_experiments(run, found, every, sweep_of, budget))
         for k, (name, cases) in enumerate(plans):
             following = next((c for _, cs in plans[k + 1:] for c in cs), reference)
             made += run_cases(run, cases, name, resume=a.resume, measured=measured, then=following)
@@ -137,4 +155,6 @@ def command(a) -> int:
     if stored:  # REPORT.md beside this commit's results, from everything stored for it
         folder = store.root / run.machine / run.commit
         print(f"\nwrote {report.write_report(stored, folder, a.lang, assumed=assumed)} (and its plots)")
+    # the answers last, on screen when the run ends: this machine's, this run's verdicts among them
+    print("\n" + answers_text.machine_answers(run.machine, machine))
     return 0

@@ -16,7 +16,7 @@ import math
 import statistics
 
 from .stats import t975
-from .verdicts import FASTER, INCONCLUSIVE, SLOWER, WITHIN
+from .verdicts import FASTER, INCONCLUSIVE, SLOWER, WITHIN, interval_verdict
 
 MIN_PAIRS = 2
 MAX_PAIRS = 200
@@ -60,3 +60,25 @@ def pairs_needed(rel_sd: float, threshold_pct: float, floor_n: int) -> int | Non
         if half_width_pct(rel_sd, k, floor_n) <= threshold_pct / 2:
             return k
     return None
+
+
+def claim_judgement(a: list[float], b: list[float], threshold_pct: float) -> dict:
+    """A claim that B speeds A up, judged by its own pairs alone (no borrowed noise): paired_change,
+    then `holds`, `does not hold` or `inconclusive` (verdicts.interval_verdict against +-threshold_pct)
+    and, while inconclusive, `more_pairs`: about how many more pairs at the spread seen would decide it
+    (None beyond MAX_PAIRS or with no spread to go by)."""
+    c = paired_change(a, b)
+    if c["ci95_pct"] is None:
+        return {**c, "claim_verdict": INCONCLUSIVE, "threshold_pct": threshold_pct, "more_pairs": None}
+    low, high = c["ci95_pct"]
+    verdict = interval_verdict(low, high, threshold_pct)
+    more = None
+    if verdict == INCONCLUSIVE and c["pair_sd_pct"] > 0:
+        mean = math.log1p(c["delta_pct"] / 100)
+        sd = c["pair_sd_pct"] / 100
+        # the interval decides once its half-width is below |mean| (it clears zero) or below
+        # T - |mean| (it fits within +-T), whichever comes first
+        room = max(abs(mean), math.log1p(threshold_pct / 100) - abs(mean))
+        more = next((k - c["pairs"] for k in range(c["pairs"] + 1, MAX_PAIRS + 1)
+                     if t975(k - 1) * sd / math.sqrt(k) < room), None)
+    return {**c, "claim_verdict": verdict, "threshold_pct": threshold_pct, "more_pairs": more}

@@ -39,6 +39,8 @@ TEMPLATES = {
         "gpus_measured": "{n} GPUs: {delta}% measured ({noise}) against +{published}% published",
         "table_not_run": "{parts} (run the seed sweep; 4 GPUs need a 4-GPU machine)",
         "table_judged": "{parts} (direction judged against noise; hardware differs from the article's)",
+        "not_judged": "shown, not judged: no interval of its own for {which} (measure it in 2+ processes, or let "
+                      "the sweep's claim experiments pair it)",
     },
     "zh": {
         "where": "{gpus} 个 GPU，{a} -> {b}",
@@ -70,6 +72,7 @@ TEMPLATES = {
         "gpus_measured": "{n} 个 GPU：实测 {delta}%（{noise}），文章公布 +{published}%",
         "table_not_run": "{parts}（请运行 seed 扫描；4 个 GPU 需要一台 4-GPU 机器）",
         "table_judged": "{parts}（方向按噪声判断；硬件与文章不同）",
+        "not_judged": "仅展示，不作判断：{which} 没有自身的区间（请用 2 个以上进程测量，或由扫描的论断实验配对测量）",
     },
 }
 SEPARATOR = {"en": "; ", "zh": "；"}

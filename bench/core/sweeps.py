@@ -36,9 +36,13 @@ def smoke_sweep(max_gpus: int = 2, base: Case = CPU_BASE) -> list[Case]:
         base.replace(name="loader-torch", strategy="ddp", gpus=ranks, loader="torch", num_workers=1),
         base.replace(name="loader-dali-cpu", strategy="ddp", gpus=ranks, loader="dali", dali_device="cpu"),
     ]
+    if data:  # the workers claim's pair: the same loader with no worker process
+        data.insert(0, data[0].replace(name="loader-torch-no-workers", num_workers=0, persistent_workers=False))
     return data + [
         seed_baseline(base, 1), seed_optimized(base, 1),
-        single(base, precision="fp32"), single(base, precision="bf16", channels_last=True),
+        # the amp claim's pair: one precision against the other, nothing else changed
+        single(base, precision="fp32"), single(base, precision="bf16"),
+        single(base, precision="bf16", channels_last=True),
         ddp(base, 1, "fp32", False), ddp(base, ranks, "fp32", False),
         accumulation(base.replace(steps=2), ranks, "article"), accumulation(base.replace(steps=2), ranks, "no_sync"),
     ]
@@ -119,9 +123,10 @@ def ablation_sweep(max_gpus: int, base: Case = GPU_BASE) -> list[Case]:
     base = base.replace(strategy="dp", gpus=max_gpus, steps=3, repeats=2)
     cases, knobs, best_knobs = [], {}, None
     for i, (step, change) in enumerate(ablation_steps(base, max_gpus)):
+        if max_gpus == 1 and step in BETWEEN_GPUS_STEPS:
+            continue  # neither run nor carried on: ablation-07 then differs from 03 in precision alone
         knobs.update(change)
-        if max_gpus > 1 or step not in BETWEEN_GPUS_STEPS:
-            cases.append(_dp_windowed(base.replace(name=f"ablation-{i:02d}-{step}", **knobs)))
+        cases.append(_dp_windowed(base.replace(name=f"ablation-{i:02d}-{step}", **knobs)))
         if step == ABLATION_BEST_STEP:
             best_knobs = dict(knobs)
     removals = {
@@ -134,6 +139,30 @@ def ablation_sweep(max_gpus: int, base: Case = GPU_BASE) -> list[Case]:
     for label, change in removals.items():
         cases.append(_dp_windowed(base.replace(name=f"ablation-best-{label}", **{**best_knobs, **change})))
     return cases
+
+
+CLAIM_STEPS_ONE_GPU = ("baseline", "num-workers", "pin-memory", "non-blocking", "amp-fp16", "cudnn-benchmark",
+                       "dali-mixed")
+"""The ablation steps whose neighbours test a claim on one GPU: workers, pin-memory and non-blocking
+along the walk, amp (03 -> 07, precision alone there), dali (10 -> 11)."""
+
+
+NO_CLAIM_STEPS = ("channels-last", "accumulate-no-sync")
+"""Steps no claim compares with a neighbour (the accumulation claims use the strategies' pairs)."""
+
+
+def claims_sweep(max_gpus: int, base: Case = GPU_BASE) -> list[Case]:
+    """Only the cases the articles' claims need at this GPU count, each claim a pair differing in its
+    own knobs alone (analysis/experiments.py finds the pairs): on one GPU the ablation steps above, on
+    more the whole walk (its between-GPU steps are claims there) and the accumulation pairs. `bench
+    sweep` measures them as experiments, processes interleaved until each verdict is decided; the
+    ablation sweep keeps the whole walk and its removals."""
+    walk = [c for c in ablation_sweep(max_gpus, base) if not c.name.startswith("ablation-best-")]
+    if max_gpus == 1:
+        return [c for c in walk if c.name.split("-", 2)[2] in CLAIM_STEPS_ONE_GPU]
+    walk = [c for c in walk if c.name.split("-", 2)[2] not in NO_CLAIM_STEPS]
+    top = max(gpu_counts(max_gpus))
+    return walk + [ddp(base, top, "bf16", True), accumulation(base, top, "article"), accumulation(base, top, "no_sync")]
 
 
 def targets_sweep(max_gpus: int, base: Case = GPU_BASE) -> list[Case]:
@@ -177,14 +206,15 @@ SWEEPS = {
     "scaling": scaling_sweep,
     "amp": amp_sweep,
     "ablation": ablation_sweep,
+    "claims": claims_sweep,
     "tiny": tiny_sweep,
     "targets": targets_sweep,
     "ddp-cost": ddp_cost_sweep,
 }
-NEEDS_DATA = {"loaders", "smoke", "ablation", "targets"}
-DEFAULT_GPU_SWEEPS = ("seed", "best", "ablation")
-AT_LARGEST_COUNT = {"ablation"}  # every case of these runs on the largest GPU count asked for
-ALL_GPU_SWEEPS = ("seed", "best", "ablation", "strategies", "scaling", "amp", "loaders", "targets", "ddp-cost")
+NEEDS_DATA = {"loaders", "smoke", "ablation", "claims", "targets"}
+DEFAULT_GPU_SWEEPS = ("seed", "best", "claims")
+AT_LARGEST_COUNT = {"ablation", "claims"}  # every case of these runs on the largest GPU count asked for
+ALL_GPU_SWEEPS = ("seed", "best", "claims", "ablation", "strategies", "scaling", "amp", "loaders", "targets", "ddp-cost")
 
 
 def build(name: str, max_gpus: int, device: str = "cuda", **overrides) -> list[Case]:

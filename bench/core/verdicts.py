@@ -13,7 +13,8 @@ import math
 FASTER, SLOWER, WITHIN, INCONCLUSIVE = "faster", "slower", "within noise", "inconclusive"
 HOLDS, FAILS, CANNOT = "holds", "does not hold", "cannot be measured here"
 MIN_EFFECT_PCT = 3.0
-"""The smallest gain that counts as the speed-up an article promises."""
+"""The smallest gain that counts as the speed-up an article promises (T): an interval wholly within
++-T% is a conclusion too, "no effect worth having"."""
 
 
 def half_width_pct(metrics: dict, within_process_ok: bool = False) -> float | None:
@@ -45,13 +46,20 @@ def compare_metrics(a: dict, b: dict, within_process_ok: bool = False) -> dict:
                    b["images_per_s"], half_width_pct(b, within_process_ok))
 
 
-def claim_verdict(delta_pct: float, noise_pct: float | None) -> str:
-    """Does 'after is faster than before' hold, given the change and its combined noise?"""
-    if noise_pct is None:
-        return INCONCLUSIVE
-    if delta_pct - noise_pct > 0:
+def interval_verdict(low_pct: float, high_pct: float, threshold_pct: float = MIN_EFFECT_PCT) -> str:
+    """Does 'after is faster than before' hold, given the change's 95% interval? `holds` when the
+    interval lies above zero; `does not hold` when it lies below zero or wholly within +-T%;
+    `inconclusive` otherwise."""
+    if low_pct > 0:
         return HOLDS
-    if delta_pct + noise_pct < MIN_EFFECT_PCT:
+    if high_pct < 0 or (low_pct >= -threshold_pct and high_pct <= threshold_pct):
         return FAILS
     return INCONCLUSIVE
+
+
+def claim_verdict(delta_pct: float, noise_pct: float | None, threshold_pct: float = MIN_EFFECT_PCT) -> str:
+    """`interval_verdict` for a change and its combined noise (both figures' own intervals)."""
+    if noise_pct is None:
+        return INCONCLUSIVE
+    return interval_verdict(delta_pct - noise_pct, delta_pct + noise_pct, threshold_pct)
 

@@ -40,6 +40,7 @@ class Run:
         self.floor_runs: tuple[Case, list[dict]] | None = None  # the start floor's reference and process results
         self.stores = dist.nnodes == 1 or dist.node_rank == 0
         self.begun = False
+        self._peaks: dict[str, dict] = {}
         self.manifest = {"run_id": self.run_id, "machine": self.machine, "commit_folder": self.commit,
                          "started_at": now_iso(), "processes": processes, "sweeps": [], "noise_floor": None,
                          "noise_floor_end": None, "env": self.env}
@@ -71,6 +72,15 @@ class Run:
         if self.live:
             self.out.write("\r\033[K" + (f"  {text}"[:119] if text else ""))
             self.out.flush()
+
+    def say(self, text: str) -> None:
+        print(text, file=self.out, flush=True)
+
+    def peak(self, device: str) -> dict:
+        """The machine's measured matmul peak (for MFU), measured or read once per run."""
+        if device not in self._peaks:
+            self._peaks[device] = records.machine_peak(self.store, self.env, device)
+        return self._peaks[device]
 
     def save(self) -> None:
         if self.stores:
@@ -165,7 +175,7 @@ def run_cases(run: Run, cases: list[Case], sweep: str, resume: bool = False, mea
     run.begin(cases)
     out, store = run.out, run.store
     device = "cuda" if any(c.device == "cuda" for c in cases) else "cpu"
-    peak = records.machine_peak(store, run.env, device)
+    peak = run.peak(device)
     processes = processes or run.processes
     if sweep not in run.manifest["sweeps"]:
         run.manifest["sweeps"].append(sweep)
@@ -197,15 +207,21 @@ def run_cases(run: Run, cases: list[Case], sweep: str, resume: bool = False, mea
                 continue
             if before:  # a failure or a skip may have had a passing cause (DALI missing, a timeout)
                 say(f"{where}: stored as {before}, running it again (--resume)")
+            if measured is not None and measured.get(case.case_id, {}).get("measured_as_claim") \
+                    and measured[case.case_id]["sweep"] == sweep:
+                done.append(measured[case.case_id])
+                say(f"{where}: measured in this run's claim experiments "
+                    f"({len(done[-1].get('processes') or [])} processes), stored")
+                continue
             if measured is not None and case.case_id in measured:
-                done.append(_keep(run, records.reused(measured[case.case_id], sweep)))
+                done.append(keep(run, records.reused(measured[case.case_id], sweep)))
                 say(f"{where}: measured in sweep {done[-1]['reused_from_sweep']!r} of this run, stored here too")
                 continue
             started = now_iso()
             if floor_runs := run.measured_by_floor(case, processes):
                 result = records.combine(case, floor_runs, run.floor)
                 record = records.assemble(case, result, sweep, run.env, started, peak, run.run_id)
-                done.append(_keep(run, {**record, "measured_as_floor": run.floor["case_id"]}))
+                done.append(keep(run, {**record, "measured_as_floor": run.floor["case_id"]}))
                 if measured is not None:
                     measured[case.case_id] = done[-1]
                 say(f"{where}: measured as this run's noise floor ({len(floor_runs)} processes of "
@@ -218,7 +234,7 @@ def run_cases(run: Run, cases: list[Case], sweep: str, resume: bool = False, mea
                                      on_phase=run.progress if run.live else None)
             run.progress(None)
             clock.add(case, result)
-            done.append(_keep(run, records.assemble(case, result, sweep, run.env, started, peak, run.run_id)))
+            done.append(keep(run, records.assemble(case, result, sweep, run.env, started, peak, run.run_id)))
             if measured is not None:
                 measured[case.case_id] = done[-1]
             say(records.summary_line(done[-1]))
@@ -230,7 +246,7 @@ def run_cases(run: Run, cases: list[Case], sweep: str, resume: bool = False, mea
     return done
 
 
-def _keep(run: Run, record: dict) -> dict:
+def keep(run: Run, record: dict) -> dict:
     """Store the record (where this node stores); a folder that failed after the measurement keeps
     the figure in a fallback file, and the sweep goes on."""
     if run.stores:

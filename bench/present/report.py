@@ -138,7 +138,7 @@ def _render_group(records: list[Record], lang: str, plot_files: list, wide: bool
             details, config_notes = details_table(pairs, lang)
             out += ["", i18n.t(lang, "details_title") + ":", details] + config_notes
         out.append("")
-    evals = claims.evaluations(records, assumed=assumed)  # judged once, for the summary and the claims section
+    evals = claims.evaluations(records)  # judged once, for the summary and the claims section
     out += [f"## {i18n.t(lang, 'summary_title')}"] + summary_lines(records, evals, lang)
     out += ["", f"## {i18n.t(lang, 'runs_title')}"] + noise_floor_lines(records, lang)
     if plot_files:

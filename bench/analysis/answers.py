@@ -1,0 +1,116 @@
+"""The answer to each claim on one machine, across all its commits: the latest decided verdict (by
+when it was measured, not by commit hash) and an earlier decided one that disagrees with it.
+
+A verdict comes from one of two kinds of evidence, both frozen when made:
+- a claim experiment stored in a run's manifest (harness/experiments.py): its own paired processes;
+- two stored records of one commit that differ only in the claim's knobs (analysis/claims.py), each
+  figure with an interval of its own; a pair lacking one is shown, never judged.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from ..core.verdicts import CANNOT, FAILS, HOLDS, INCONCLUSIVE
+from ..store import query
+from . import claims as claimsmod
+
+DECIDED = (HOLDS, FAILS)
+
+
+@dataclass(frozen=True)
+class Evidence:
+    claim: str
+    verdict: str
+    effect: str
+    """The change, and its 95% interval where one was measured."""
+    basis: str
+    """How it was judged: `K pairs` (paired, interleaved processes) or `own intervals`."""
+    commit: str
+    runs: tuple
+    date: str
+    pair: str
+    """The two recipes, before -> after, and the GPU count."""
+    detail: str = ""
+    """What more pairs would take, why a run stopped, or the evidence sentence."""
+
+
+def from_experiment(m: dict, en: dict) -> Evidence | None:
+    """One experiment of a run's manifest as evidence (None before its first verdict)."""
+    if not en.get("verdict"):
+        return None
+    n = len(en.get("pairs") or [])
+    if en.get("measures") == "images_per_s":
+        low, high = en.get("ci95_pct") or (None, None)
+        effect = f"{en['delta_pct']:+.1f}%" + (f" ({low:+.1f}% to {high:+.1f}%)" if low is not None else "")
+    else:
+        a, b = en["pairs"][-1]
+        effect = f"{a:g} vs {b:g} all-reduces per step"
+    detail = "" if en.get("status") == "decided" else en.get("reason") or en.get("status", "")
+    if en["verdict"] == INCONCLUSIVE and en.get("more_pairs"):
+        detail = f"about {en['more_pairs']} more pair(s) would decide it" + (f"; {detail}" if detail else "")
+    return Evidence(en["claim"], en["verdict"], effect, f"{n} pair(s)", m.get("commit_folder", "?"), (m["run_id"],),
+                    m.get("finished_at") or m.get("started_at", ""),
+                    f"{en['before']['name']} -> {en['after']['name']}, {en['gpus']} GPU(s)", detail)
+
+
+def from_records(claim: claimsmod.Claim, e: dict, commit: str) -> Evidence | None:
+    """One commit's stored pair as evidence (None where it holds none)."""
+    if e["verdict"] == CANNOT:
+        return None
+    noise = e.get("noise_pct")
+    effect = e["effect"] + (f" +-{noise:.1f}%" if noise is not None else "")
+    gpus = f", {e['gpus']} GPU(s)" if e.get("gpus") else ""
+    return Evidence(claim.id, e["verdict"], effect, "own intervals", commit, tuple(e["runs"]), e["date"],
+                    f"{e['pair'][0]} -> {e['pair'][1]}{gpus}",
+                    e.get("noise_text", "") if e["verdict"] not in DECIDED else "")
+
+
+def evidence(records: list[query.Record]) -> dict[str, list[Evidence]]:
+    """Every piece of evidence of ONE machine's records, per claim id, oldest first."""
+    out: dict[str, list[Evidence]] = {c.id: [] for c in claimsmod.CLAIMS}
+    for m in query.run_manifests(records).values():
+        for en in m.get("claims") or []:
+            ev = from_experiment(m, en)
+            if ev and ev.claim in out:
+                out[ev.claim].append(ev)
+    for (commit,), recs in query.group(records, "commit").items():
+        for claim, e in claimsmod.evaluations(recs):
+            ev = from_records(claim, e, commit)
+            if ev:
+                out[claim.id].append(ev)
+    return {k: sorted(v, key=lambda ev: (ev.date, ev.runs)) for k, v in out.items()}
+
+
+@dataclass(frozen=True)
+class Answer:
+    claim: claimsmod.Claim
+    verdict: str
+    latest: Evidence | None
+    """The latest decided evidence, else the latest of any kind, else None (cannot be measured here)."""
+    disagrees: Evidence | None = None
+    """The latest earlier decided evidence with the other verdict."""
+    hint: str = ""
+
+
+def answer(claim: claimsmod.Claim, found: list[Evidence], gpus_hint: str = "") -> Answer:
+    decided = [ev for ev in found if ev.verdict in DECIDED]
+    if decided:
+        latest = decided[-1]
+        other = next((ev for ev in reversed(decided[:-1]) if ev.verdict != latest.verdict), None)
+        return Answer(claim, latest.verdict, latest, other)
+    if found:
+        return Answer(claim, found[-1].verdict, found[-1])
+    first, _, second = claim.sweep_hint.partition(" or ")
+    sweep = f"{first} or {second}" if second else first
+    where = f" on {claim.min_gpus} or more GPUs" if claim.min_gpus > 1 else ""
+    return Answer(claim, CANNOT, None, hint=f"no stored pair on this machine; run the {sweep} sweep{where}"
+                  if claim.kind != "table" else "run the seed sweep on 2 and 4 GPUs")
+
+
+def answers(records: list[query.Record]) -> list[Answer]:
+    """Each claim's answer on ONE machine, from every commit stored for it."""
+    machines = {r.machine for r in records}
+    if len(machines) > 1:
+        raise ValueError(f"answers are given per machine; got records of {', '.join(sorted(machines))}")
+    found = evidence(records)
+    return [answer(c, found[c.id]) for c in claimsmod.CLAIMS]

@@ -1,0 +1,121 @@
+"""Each machine's answers, first in every report and last on screen: the seed table beside the
+article's published figures, the best configuration and recommend's winners, and each claim's latest
+decided verdict across all the machine's commits, newest evidence first. Lines within 120 columns."""
+from __future__ import annotations
+
+import math
+
+from ..analysis import answers as answersmod
+from ..analysis import targets
+from ..core import stats, verdicts
+from ..core.labels import describe, noise
+from ..store import query
+from ..store.record import Record
+from .text import fmt, table, wrap
+
+PUBLISHED = {1: (183.2, None), 2: (312.7, 347.5), 4: (498.4, 698.3)}
+"""The article's own table (ResNet-50, 4x RTX 3090, PyTorch 2.1, nn.DataParallel), images/s:
+(baseline, optimized) per GPU count."""
+SEED_NAMES = ("seed-baseline", "seed-optimized")
+
+
+def day(iso: str) -> str:
+    return iso[:10] if iso else "-"
+
+
+def _measured(r: Record | None) -> str:
+    return f"{fmt(r.images_per_s)} {noise(r.metrics)}" if r else "-"
+
+
+def _efficiency(r: Record | None, one: Record | None, n: int) -> str:
+    """Scaling efficiency and its noise: the two figures' half-widths in quadrature."""
+    if not r or not one or n == 1:
+        return "-"
+    eff = stats.scaling_efficiency(r.images_per_s, n, one.images_per_s)
+    ha, hb = verdicts.half_width_pct(r.metrics), verdicts.half_width_pct(one.metrics)
+    return f"{eff:.1f}%" + (f" +-{math.hypot(ha, hb):.1f}%" if ha is not None and hb is not None else "")
+
+
+def seed_lines(records: list[Record]) -> list[str]:
+    """The seed table of the newest commit that measured it, beside the article's figures."""
+    cells = [r for r in records if r.ok and r.current and r.case["name"] in SEED_NAMES]
+    if not cells:
+        return ["Seed table: not measured on this machine; `make bench` measures it."]
+    newest = max(cells, key=lambda r: (r.started_at, r.run_id))
+    mine, setting = query.article_cells(query.latest([r for r in cells if r.commit == newest.commit]), SEED_NAMES)
+    base, opt = (query.by_name_and_gpus(mine, n) for n in SEED_NAMES)
+    rows = []
+    for n in sorted(set(base) | set(opt) | set(PUBLISHED)):
+        b, o = base.get(n), opt.get(n)
+        pb, po = PUBLISHED.get(n, (None, None))
+        gain_article = f"{stats.improvement_pct(pb, po):+.1f}%" if pb and po else "-"
+        gain = f"{stats.improvement_pct(b.images_per_s, o.images_per_s):+.1f}%" if b and o else "-"
+        rows.append([str(n), fmt(pb), _measured(b), fmt(po), _measured(o), gain_article, gain,
+                     _efficiency(o, opt.get(1), n)])
+    head = (f"Seed table (commit {newest.commit}, {day(newest.started_at)}; {setting[0]}, {setting[1]} px, "
+            f"{setting[2]} images per GPU; article: 4x RTX 3090, PyTorch 2.1):")
+    cols = ["GPUs", "article base", "base here", "article opt.", "opt. here", "article gain", "gain here",
+            "opt. efficiency"]
+    return wrap(head) + [table(rows, cols, ("right",) * len(cols))]
+
+
+def best_lines(records: list[Record]) -> list[str]:
+    """The fastest configuration of the newest commit per GPU count, and recommend's winners."""
+    ok = [r for r in records if r.ok and r.current and not r.case.get("loader_only") and not r.slowed_pct]
+    if not ok:
+        return []
+    newest = max(ok, key=lambda r: (r.started_at, r.run_id)).commit
+    mine = query.latest([r for r in ok if r.commit == newest])
+    out = []
+    for n in sorted({r.case["gpus"] for r in mine}):
+        top = max((r for r in mine if r.case["gpus"] == n), key=lambda r: r.images_per_s)
+        k = top.metrics.get("processes", 1)
+        out += wrap(f"- Fastest measured at commit {newest}, {n} GPU(s): {top.case['name']} ({describe(top.case)}), "
+                    f"{fmt(top.images_per_s)} images/s {noise(top.metrics)}, {k} process(es)")
+    out += [ln for row in targets.recommend_rows(records) for ln in wrap(f"- {row[0]}: {row[4]}")]
+    return out
+
+
+def claim_rows(found: list[answersmod.Answer]) -> tuple[str, list[str]]:
+    rows, notes = [], []
+    for a in found:
+        ev = a.latest
+        rows.append([a.claim.id, a.verdict, ev.effect if ev else "-", ev.commit if ev else "-",
+                     day(ev.date) if ev else "-"])
+        if ev is None:
+            notes += wrap(f"- {a.claim.id}: {a.hint}")
+            continue
+        text = f"- {a.claim.id}: {ev.pair}, {ev.basis}, run {', '.join(ev.runs)}"
+        if ev.detail:
+            text += f"; {ev.detail}"
+        if a.disagrees:
+            d = a.disagrees
+            text += f". Earlier: {d.verdict} ({d.effect}) at commit {d.commit}, {day(d.date)}, {d.basis}"
+        notes += wrap(text)
+    return table(rows, ["claim", "verdict", "effect (95% interval)", "commit", "measured"]), notes
+
+
+def machine_answers(machine: str, records: list[Record]) -> str:
+    """One machine's answers, about one screen."""
+    found = answersmod.answers(records)
+    commits = len({r.commit for r in records})
+    claims_table, notes = claim_rows(found)
+    decided = sum(a.verdict in answersmod.DECIDED for a in found)
+    out = [f"## {machine}: the answers (latest evidence from {commits} commit(s))", ""]
+    out += seed_lines(records) + [""]
+    best = best_lines(records)
+    if best:
+        out += ["Best configuration:"] + best + [""]
+    out += wrap(f"Does the articles' advice hold here? {decided} of {len(found)} claims decided; each verdict is "
+                "the latest decided one, judged by its own pairs or intervals and never changed by later runs:")
+    out += [claims_table] + notes
+    return "\n".join(out)
+
+
+def render(records: list[Record]) -> str:
+    """Every machine's answers, the machines in order of their newest measurement (newest first)."""
+    if not records:
+        return "no stored results found"
+    groups = query.group(records, "machine")
+    order = sorted(groups, key=lambda k: max(r.started_at for r in groups[k]), reverse=True)
+    return "\n\n".join(machine_answers(k[0], groups[k]) for k in order)
