@@ -109,7 +109,7 @@ def test_claims_are_never_pooled_across_machines():
 def test_claims_cli_and_report_section(tmp_path, capsys):
     from bench.present import report
     from bench.cli.main import main
-    assert main(["claims", str(FIXTURES)]) == 0
+    assert main(["claims", str(FIXTURES), "--commit", "a1b2c3d4e5f6"]) == 0
     out = capsys.readouterr().out
     assert out.startswith("## 4x-nvidia-geforce-rtx-3090, commit a1b2c3d4e5f6")
     assert out.count("\n| ") >= 13 and "seed-table" in out
@@ -143,7 +143,7 @@ def test_the_chinese_report_writes_its_evidence_in_chinese():
     zh = report.render(recs, "zh")
     evidence = " ".join(zh.split("证据:")[1].split("比较的文件")[0].split())  # the wrapped lines as one text
     assert "1 个 GPU，ablation-00-baseline -> ablation-01-num-workers：" in evidence
-    assert "图像/秒，噪声 ±" in evidence and "没有已保存的配对；请在 2 个或更多 GPU 上运行 strategies 扫描" in evidence
+    assert "图像/秒，仅展示，不作判断" in evidence and "没有已保存的配对；请在 2 个或更多 GPU 上运行 strategies 扫描" in evidence
     assert "请在 2 个或更多 GPU 上运行 ablation 或 scaling 扫描" in evidence and "(文章 2，结尾一节)" in evidence
     for english in ("images/s", "noise +-", "no stored pair", "run the", "assumed +-", "or more GPUs", " or ",
                     "article", "section"):

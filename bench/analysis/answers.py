@@ -65,7 +65,7 @@ def from_records(claim: claimsmod.Claim, e: dict, commit: str) -> Evidence | Non
                     e.get("noise_text", "") if e["verdict"] not in DECIDED else "")
 
 
-def evidence(records: list[query.Record]) -> dict[str, list[Evidence]]:
+def evidence(records: list[query.Record], experiments_only: bool = False) -> dict[str, list[Evidence]]:
     """Every piece of evidence of ONE machine's records, per claim id, oldest first."""
     out: dict[str, list[Evidence]] = {c.id: [] for c in claimsmod.CLAIMS}
     for m in query.run_manifests(records).values():
@@ -73,7 +73,7 @@ def evidence(records: list[query.Record]) -> dict[str, list[Evidence]]:
             ev = from_experiment(m, en)
             if ev and ev.claim in out:
                 out[ev.claim].append(ev)
-    for (commit,), recs in query.group(records, "commit").items():
+    for (commit,), recs in ({} if experiments_only else query.group(records, "commit")).items():
         for claim, e in claimsmod.evaluations(recs):
             ev = from_records(claim, e, commit)
             if ev:
@@ -107,10 +107,11 @@ def answer(claim: claimsmod.Claim, found: list[Evidence], gpus_hint: str = "") -
                   if claim.kind != "table" else "run the seed sweep on 2 and 4 GPUs")
 
 
-def answers(records: list[query.Record]) -> list[Answer]:
-    """Each claim's answer on ONE machine, from every commit stored for it."""
+def answers(records: list[query.Record], experiments_only: bool = False) -> list[Answer]:
+    """Each claim's answer on ONE machine, from every commit stored for it (`experiments_only`: from
+    the claim experiments of their runs alone)."""
     machines = {r.machine for r in records}
     if len(machines) > 1:
         raise ValueError(f"answers are given per machine; got records of {', '.join(sorted(machines))}")
-    found = evidence(records)
+    found = evidence(records, experiments_only)
     return [answer(c, found[c.id]) for c in claimsmod.CLAIMS]

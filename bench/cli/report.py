@@ -4,7 +4,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from ..analysis import noise
-from ..present import exports, html, report
+from ..present import answers_text, exports, html, report
 from .flags import add_results_flag, add_selection_flags
 from .reading import load, selected
 
@@ -22,6 +22,8 @@ def add(sub) -> None:
     add_results_flag(rep)
     rep.add_argument("--out", default="", help="folder for REPORT.md and plots/ (default: the folder read)")
     rep.add_argument("--no-files", action="store_true", help="print only; write no REPORT.md or plots")
+    rep.add_argument("--all", action="store_true",
+                     help="print every commit's details after the answers (REPORT.md always holds them)")
     rep.add_argument("--wide", action="store_true", help="also every column of every case (wider than a terminal)")
     rep.add_argument("--html", action="store_true",
                      help="also write REPORT.html (REPORT.zh.html in Chinese) beside REPORT.md: one self-contained "
@@ -36,7 +38,9 @@ def command(a) -> int:
     # a figure without an interval is judged against what its machine has shown in every stored run
     every = load([a.results]) if a.paths and Path(a.results).is_dir() else []
     assumed = noise.assumed_noise(every + records)
-    print(report.render(records, a.lang, wide=a.wide, assumed=assumed))
+    # the answers on screen (about one screen a machine); every commit's details with --all and in REPORT.md
+    print(report.render(records, a.lang, wide=a.wide, assumed=assumed) if a.all or a.wide
+          else answers_text.render(records))
     out = Path(a.out) if a.out else (Path(paths[0]) if len(paths) == 1 and Path(paths[0]).is_dir() else Path(a.results))
     if records and not a.no_files:
         print(f"\nwrote {report.write_report(records, out, a.lang, a.wide, assumed)} (and its plots)")

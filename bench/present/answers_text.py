@@ -54,8 +54,7 @@ def seed_lines(records: list[Record]) -> list[str]:
                      _efficiency(o, opt.get(1), n)])
     head = (f"Seed table (commit {newest.commit}, {day(newest.started_at)}; {setting[0]}, {setting[1]} px, "
             f"{setting[2]} images per GPU; article: 4x RTX 3090, PyTorch 2.1):")
-    cols = ["GPUs", "article base", "base here", "article opt.", "opt. here", "article gain", "gain here",
-            "opt. efficiency"]
+    cols = ["GPUs", "article base", "base here", "article opt", "opt here", "article +%", "here +%", "efficiency"]
     return wrap(head) + [table(rows, cols, ("right",) * len(cols))]
 
 

@@ -4,14 +4,14 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from ..analysis import claims, noise, targets
+from ..analysis import answers, claims, noise, targets
 from ..core import phrases, stats
 from ..core.identity import differing_fields
 from ..core.labels import describe, noise as noise_text, profile_text
 from ..store import query
 from ..store.record import Record
 from ..store.tree import DEFAULT_ROOT
-from . import i18n, plots
+from . import answers_text, i18n, plots
 from .article import article_table, details_table, seed_table
 from .cases import cases_table, full_table, short_labels
 from .phases_table import phase_table
@@ -33,8 +33,13 @@ def render(records: list[Record], lang: str = "en", plot_files: dict | None = No
     if not records:
         return "no stored results found"
     assumed = noise.assumed_noise(records) if assumed is None else assumed
-    out = []
-    for (machine, commit), recs in query.group(records, "machine", "commit").items():
+    out = [answers_text.render(records)]
+    groups = query.group(records, "machine", "commit")
+    # per machine (newest measured first), its commits newest first: by when they ran, not by hash
+    newest = {m: max(r.started_at for r in records if r.machine == m) for m in {k[0] for k in groups}}
+    for machine, commit in sorted(groups, key=lambda k: (newest[k[0]], max(r.started_at for r in groups[k])),
+                                  reverse=True):
+        recs = groups[(machine, commit)]
         out.append(f"# {i18n.t(lang, 'group', machine=machine, commit=commit)}\n")
         out.append(_render_group(query.latest(recs), lang, (plot_files or {}).get((machine, commit), []), wide,
                                  assumed))
@@ -146,6 +151,10 @@ def _render_group(records: list[Record], lang: str, plot_files: list, wide: bool
     if any(r.case["name"].startswith(("target-", "recommend-")) for r in records):
         out += ["", f"## {i18n.t(lang, 'targets_title')}"] + targets_section(records, lang)
     out += ["", f"## {i18n.t(lang, 'claims_title')}"] + claims_section(evals, lang)
+    experiments = answers_text.claim_rows(answers.answers(records, experiments_only=True))
+    if any(a.latest for a in answers.answers(records, experiments_only=True)):
+        out += ["", "Claim experiments of these runs (paired, interleaved processes; their verdicts are frozen):",
+                experiments[0]] + experiments[1]
     every, notes = cases_table(records, lang)
     out += ["", f"## {i18n.t(lang, 'cases_title')}", every] + notes
     profiled = [(r, profile_text(r.data)) for r in records if profile_text(r.data)]
