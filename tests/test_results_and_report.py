@@ -94,7 +94,7 @@ def test_corrupt_and_foreign_files_are_reported_and_skipped(tmp_path, capsys):
     assert any("broken.json: unreadable" in p for p in problems)
     assert any("other.json: not a result of schema 1 or 2" in p for p in problems)
     from bench.cli.main import main
-    assert main(["report", str(tmp_path / "r")]) == 0
+    assert main(["report", str(tmp_path / "r"), "--all"]) == 0
     out = capsys.readouterr()
     assert "warning: skipped" in out.err and "broken.json" in out.err
     row = next(ln for ln in out.out.splitlines() if ln.replace(" ", "").startswith("|4|1,024|"))
@@ -226,7 +226,8 @@ def test_the_default_report_fits_a_terminal_with_the_articles_table_first(lang):
     # Markdown renders each table as written: no cell wrapped onto a line of its own (a blank first cell)
     rows = [ln for ln in lines if ln.startswith("|") and not set(ln) <= set("|-: ")]
     assert rows and all(ln.strip("|").split("|")[0].strip() for ln in rows)
-    sections = text.split("\n# ")
+    answers, *sections = text.split("\n# ")  # each machine's answers first, then each commit
+    assert answers.startswith("## 1x-nvidia-h100-80gb-hbm3: the answers")
     assert len(sections) == len({(r.machine, r.commit) for r in recs}) >= 4  # machines and commits never mixed
     seed_cols = report.i18n.t(lang, "seed_cols")
     for section in sections:

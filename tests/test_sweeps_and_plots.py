@@ -134,13 +134,14 @@ def test_one_gpu_ablation_leaves_out_the_steps_that_act_between_gpus():
     two = {c.name: c for c in sweeps.build("ablation", 2, "cuda", data_dir="/d")}
     left_out = {n for n in two if n.split("-", 2)[-1] in sweeps.BETWEEN_GPUS_STEPS}
     assert len(left_out) == 4 and set(two) - set(one) == left_out and len(one) == 14
-    # their knobs are carried on, so every step kept has the id it had when one GPU ran all 18
-    # (stored at 834f1c7db0c6 on one H200)
-    assert one["ablation-07-amp-fp16"].case_id.endswith("-97a46480")
-    assert one["ablation-07-amp-fp16"].dp_loss_in_forward and one["ablation-07-amp-fp16"].dp_device_selection == "free_memory"
+    # nor are their knobs carried on: ablation-07 differs from 03 in precision alone, the amp claim's pair
+    # (its id changed with that; 08 onwards reset those knobs and keep theirs)
+    amp, before = one["ablation-07-amp-fp16"], one["ablation-03-non-blocking"]
+    assert not amp.dp_loss_in_forward and amp.dp_device_selection == "default" and amp.case_id.endswith("-84973711")
+    assert amp.replace(name=before.name, precision=before.precision) == before
     # the DALI steps read the hardware decoder's share chosen per GPU since 3ea29e9: at the old 0.65
-    # the last step has its old id
-    assert one["ablation-13-accumulate-no-sync"].replace(hw_decoder_load=0.65).case_id.endswith("-9566ca2f")
+    # the last step no longer carries the (unrun) NCCL settings on one GPU: a new id
+    assert one["ablation-13-accumulate-no-sync"].replace(hw_decoder_load=0.65).case_id.endswith("-16c4cdd7")
 
 
 def test_the_chinese_report_is_its_own_file(tmp_path):
