@@ -19,6 +19,16 @@ def current(rec: dict, half_pct: float = 1.0, run_id: str = "20260101T000000Z-aa
     return r
 
 
+def ok_process(ips: float, wall_s: float, repeats: int) -> dict:
+    """What launch.run_case returns for one fresh process that measured `ips` images/s, for tests that
+    stand in for the launcher."""
+    return {"status": "ok", "reason": "", "wall_s": wall_s, "ranks": [],
+            "metrics": {"images_per_s": ips, "images_per_s_per_gpu": ips, "window_rel_se": 0.0,
+                        "images_per_s_repeats": [ips] * repeats, "spread_pct": 0.0, "data_wait_pct": 0.0,
+                        "step_time_median_s": 0.1, "global_batch": 2},
+            "launch_marks": {"spawned": 0.0, "let_go": 0.0}}
+
+
 def fixture_dicts(upgrade: bool = True) -> list[dict]:
     recs = [r.data for r in query.load([FIXTURES])[0]]
     return [current(r) for r in recs] if upgrade else recs

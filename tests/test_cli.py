@@ -7,6 +7,7 @@ import sys
 import pytest
 
 from bench.cli.main import main
+from stored import ok_process
 
 ROOT = __import__("pathlib").Path(__file__).resolve().parent.parent
 
@@ -169,12 +170,7 @@ def test_a_case_the_start_floor_measured_is_stored_from_its_processes_not_run_ag
 
     def fake_run(case, dist=None, then=None, **_):
         ran.append(case.name)
-        ips = next(figures)
-        return {"status": "ok", "reason": "", "wall_s": 2.0, "ranks": [],
-                "metrics": {"images_per_s": ips, "images_per_s_per_gpu": ips, "window_rel_se": 0.0,
-                            "images_per_s_repeats": [ips] * 3, "spread_pct": 0.0, "data_wait_pct": 0.0,
-                            "step_time_median_s": 0.1, "global_batch": 2},
-                "launch_marks": {"spawned": 0.0, "let_go": 0.0}}
+        return ok_process(next(figures), wall_s=2.0, repeats=3)
     monkeypatch.setattr(records, "run_case", fake_run)
     monkeypatch.setattr(records, "diagnose", lambda record, peak: {})
     monkeypatch.setenv("BENCH_SKIP_PEAK", "1")

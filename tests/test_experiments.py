@@ -10,6 +10,7 @@ from bench.analysis import answers, experiments
 from bench.core import paired, sweeps
 from bench.core.case import Case
 from bench.core.verdicts import FAILS, HOLDS, INCONCLUSIVE, interval_verdict
+from stored import ok_process
 
 RESULTS = Path(__file__).resolve().parents[1] / "results"
 
@@ -68,12 +69,7 @@ def _stand_in(monkeypatch, figures: dict):
 
     def fake_run(case, dist=None, then=None, **_):
         ran.append(case.name)
-        ips = figures[case.name].pop(0)
-        return {"status": "ok", "reason": "", "wall_s": 1.0, "ranks": [],
-                "metrics": {"images_per_s": ips, "images_per_s_per_gpu": ips, "window_rel_se": 0.0,
-                            "images_per_s_repeats": [ips] * 2, "spread_pct": 0.0, "data_wait_pct": 0.0,
-                            "step_time_median_s": 0.1, "global_batch": 2},
-                "launch_marks": {"spawned": 0.0, "let_go": 0.0}}
+        return ok_process(figures[case.name].pop(0), wall_s=1.0, repeats=2)
     monkeypatch.setattr(records, "run_case", fake_run)
     monkeypatch.setattr(records, "diagnose", lambda record, peak: {})
     monkeypatch.setenv("BENCH_SKIP_PEAK", "1")
