@@ -45,7 +45,8 @@ def from_experiment(m: dict, en: dict) -> Evidence | None:
     else:
         a, b = en["pairs"][-1]
         effect = f"{a:g} vs {b:g} all-reduces per step"
-    detail = "" if en.get("status") == "decided" else en.get("reason") or en.get("status", "")
+    # why it stopped short of a decision (a run still measuring says nothing yet)
+    detail = "" if en.get("status") in ("decided", "measuring") else en.get("reason") or en.get("status", "")
     if en["verdict"] == INCONCLUSIVE and en.get("more_pairs"):
         detail = f"about {en['more_pairs']} more pair(s) would decide it" + (f"; {detail}" if detail else "")
     return Evidence(en["claim"], en["verdict"], effect, f"{n} pair(s)", m.get("commit_folder", "?"), (m["run_id"],),
@@ -92,7 +93,7 @@ class Answer:
     hint: str = ""
 
 
-def answer(claim: claimsmod.Claim, found: list[Evidence], gpus_hint: str = "") -> Answer:
+def answer(claim: claimsmod.Claim, found: list[Evidence]) -> Answer:
     decided = [ev for ev in found if ev.verdict in DECIDED]
     if decided:
         latest = decided[-1]

@@ -109,8 +109,9 @@ def own_noise(a: query.Record, b: query.Record, include_old: bool = False) -> di
     """B against A judged by each figure's own 95% interval (verdicts.compare), never a noise borrowed
     from another case; a figure without one leaves the pair shown, not judged."""
     loose = include_old and not (a.current and b.current)
-    c = verdicts.compare_metrics(a.metrics, b.metrics, within_process_ok=loose)
-    missing = [r.case["name"] for r in (a, b) if verdicts.half_width_pct(r.metrics, loose) is None]
+    halves = [verdicts.half_width_pct(r.metrics, loose) for r in (a, b)]
+    c = verdicts.compare(a.images_per_s, halves[0], b.images_per_s, halves[1])
+    missing = [r.case["name"] for r, h in zip((a, b), halves) if h is None]
     c["noise_phrase"] = (phrase("noise", pct=f"{c['noise_pct']:.1f}") if c["noise_pct"] is not None
                          else phrase("not_judged", which=" and ".join(dict.fromkeys(missing))))
     return c

@@ -35,16 +35,13 @@ def command(a) -> int:
     records = selected(a, load(a.paths or [a.results]))
     if not records:
         raise StoreError("no stored results match")
-    groups = query.group(records, "machine")
     if not (a.commit or a.run):
-        order = sorted(groups, key=lambda k: max(r.started_at for r in groups[k]), reverse=True)
-        for machine in order:
-            found = answers.answers(groups[machine])
-            table, notes = answers_text.claim_rows(found)
-            print(f"## {machine[0]}: each claim's latest decided verdict, across "
-                  f"{len({r.commit for r in groups[machine]})} commit(s)\n{table}\n" + "\n".join(notes) + "\n")
+        for machine, recs in query.newest_first(records, "machine"):
+            table, notes = answers_text.claim_rows(answers.answers(recs))
+            print(f"## {machine}: each claim's latest decided verdict, across "
+                  f"{len({r.commit for r in recs})} commit(s)\n{table}\n" + "\n".join(notes) + "\n")
         return 0
-    for machine, recs in groups.items():
+    for machine, recs in query.group(records, "machine").items():
         newest = query.newest_commit(recs)
         chosen = query.select(recs, commit=newest)
         print(f"## {machine[0]}, commit {newest}\n" + "\n".join(runs_used_lines(query.latest(chosen))) + "\n")

@@ -155,9 +155,10 @@ def state_defaults(p: argparse.ArgumentParser) -> None:
             a.help += f" (default: {a.default})"
 
 
-def parse_budget(text: str, flag: str = "--budget") -> float:
-    """Seconds from `90`, `90s`, `10m` or `1h`; anything else is refused with what is accepted."""
+def parse_budget(text: str, flag: str = "--budget", zero_ok: bool = False) -> float:
+    """Seconds from `90`, `90s`, `10m` or `1h` (and 0 where `zero_ok`: none at all); anything else is
+    refused with what is accepted."""
     m = re.fullmatch(r"\s*(\d+(?:\.\d+)?)\s*([smh]?)\s*", str(text))
-    if not m or float(m.group(1)) <= 0:
+    if not m or float(m.group(1)) < 0 or (float(m.group(1)) == 0 and not zero_ok):
         raise CaseError(f"{flag}={text!r} is not a duration; use seconds, or a number with s, m or h (e.g. 10m)")
     return float(m.group(1)) * {"": 1, "s": 1, "m": 60, "h": 3600}[m.group(2)]

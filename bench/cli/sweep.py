@@ -107,9 +107,7 @@ def prepare(device: str, default_data: str, cases, reference: Case | None = None
 
 def claims_budget(a, device: str) -> float:
     """Seconds for the claims' experiments: --claims-budget, else the device's default; 0 for none."""
-    if a.claims_budget in ("0", "0s", "0m"):
-        return 0.0
-    return parse_budget(a.claims_budget, "--claims-budget") if a.claims_budget else DEFAULT_BUDGET_S[device]
+    return parse_budget(a.claims_budget, "--claims-budget", zero_ok=True) if a.claims_budget else DEFAULT_BUDGET_S[device]
 
 
 def command(a) -> int:
@@ -151,7 +149,8 @@ def command(a) -> int:
     machine = query.load([store.root / run.machine])[0]
     stored = query.select(machine, commit=run.commit)
     assumed = noise.assumed_noise(machine)  # what this machine has shown, over every stored run
-    print(report.render(query.select(stored, run=run.run_id) or [query.wrap(r) for r in made], a.lang, assumed=assumed))
+    print(report.render(query.select(stored, run=run.run_id) or [query.wrap(r) for r in made], a.lang, assumed=assumed,
+                        answers_first=False))  # the answers come last, below
     if stored:  # REPORT.md beside this commit's results, from everything stored for it
         folder = store.root / run.machine / run.commit
         print(f"\nwrote {report.write_report(stored, folder, a.lang, assumed=assumed)} (and its plots)")

@@ -8,7 +8,9 @@ from __future__ import annotations
 
 import time
 
+from ..analysis import answers
 from ..analysis import experiments as ex
+from ..core import paired
 from ..core.case import Case
 from ..core.identity import differing_fields
 from ..core.labels import duration
@@ -46,7 +48,7 @@ def run_experiments(run: Run, found: list[ex.Experiment], cases: list[Case], swe
     t0 = time.monotonic()
     say = run.say
     say(f"claims: {len(found)} experiment(s) over {len(order)} case(s), processes interleaved, each round reversed; "
-        f"pairs added until each verdict is decided (at least {ex.MIN_PAIRS}) or {duration(budget_s)} is spent")
+        f"pairs added until each verdict is decided (at least {paired.MIN_PAIRS}) or {duration(budget_s)} is spent")
     stored: dict[str, dict] = {}
     ended = False
     try:
@@ -59,7 +61,7 @@ def run_experiments(run: Run, found: list[ex.Experiment], cases: list[Case], swe
             todo = todo if rnd % 2 else todo[::-1]
             guess = sum(runs[c.case_id][-1].get("wall_s") or 0 for c in todo if runs[c.case_id])
             spent = time.monotonic() - t0
-            if rnd > ex.MIN_PAIRS and spent + guess > budget_s:
+            if rnd > paired.MIN_PAIRS and spent + guess > budget_s:
                 for i in live:
                     entries[i].update(status="budget spent",
                                       reason=f"the next round (about {duration(guess)}) would pass the claims' "
@@ -80,7 +82,7 @@ def run_experiments(run: Run, found: list[ex.Experiment], cases: list[Case], swe
             for i in live:
                 _add_pair(found[i], entries[i], runs, failed)
                 if entries[i]["status"] != "measuring" or entries[i]["verdict"]:
-                    say("  " + line(entries[i]))
+                    say("  " + line(run.manifest, entries[i]))
             run.save()
         ended = True
     finally:
@@ -116,16 +118,10 @@ def _add_pair(e: ex.Experiment, en: dict, runs: dict, failed: dict) -> None:
         en.update(status="decided", decided_at=now_iso())
 
 
-def line(en: dict) -> str:
-    """One experiment in one line: its verdict and the interval its pairs gave."""
-    head = f"{en['claim']}: {en['before']['name']} -> {en['after']['name']}, {len(en['pairs'])} pair(s)"
-    if en["status"] == "failed":
-        return f"{head}: failed ({en['reason']})"
-    if en["measures"] != "images_per_s":
-        return f"{head}: {en['pairs'][-1][0]:g} -> {en['pairs'][-1][1]:g} all-reduces per step: {en['verdict']}"
-    if en.get("ci95_pct") is None:
-        return f"{head}: {en.get('delta_pct', 0):+.1f}%, no interval yet"
-    low, high = en["ci95_pct"]
-    more = f"; about {en['more_pairs']} more pair(s) would decide it" if en["verdict"] == "inconclusive" \
-        and en.get("more_pairs") else ""
-    return f"{head}: {en['delta_pct']:+.1f}% (95% interval {low:+.1f}% to {high:+.1f}%): {en['verdict']}{more}"
+def line(manifest: dict, en: dict) -> str:
+    """One experiment in one line: its verdict, and the change with the 95% interval its own pairs gave,
+    as the answers show it (analysis/answers.from_experiment)."""
+    ev = answers.from_experiment(manifest, en)
+    if ev is None:  # failed, or stopped before its first verdict
+        return f"{en['claim']}: {en['before']['name']} -> {en['after']['name']}: {en['status']} ({en['reason']})"
+    return f"{ev.claim}: {ev.pair}, 95% interval from {ev.basis}: {ev.effect}: {ev.verdict}" + (f"; {ev.detail}" if ev.detail else "")

@@ -115,6 +115,4 @@ def render(records: list[Record]) -> str:
     """Every machine's answers, the machines in order of their newest measurement (newest first)."""
     if not records:
         return "no stored results found"
-    groups = query.group(records, "machine")
-    order = sorted(groups, key=lambda k: max(r.started_at for r in groups[k]), reverse=True)
-    return "\n\n".join(machine_answers(k[0], groups[k]) for k in order)
+    return "\n\n".join(machine_answers(machine, recs) for machine, recs in query.newest_first(records, "machine"))

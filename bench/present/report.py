@@ -26,23 +26,21 @@ def environment_line(records: list[Record]) -> str:
 
 
 def render(records: list[Record], lang: str = "en", plot_files: dict | None = None, wide: bool = False,
-           assumed: dict | None = None) -> str:
-    """Text for every machine and commit among the records (never mixed in one table), the latest run
-    of each case: the article's table first, then a summary, then the details; `wide` adds every column.
-    `assumed`: each machine's assumed noise (analysis/noise.py), from these records where not given."""
+           assumed: dict | None = None, answers_first: bool = True) -> str:
+    """Each machine's answers (unless `answers_first` is False: a caller that prints them itself), then
+    every machine and commit among the records (never mixed in one table), the latest run of each case:
+    the article's table first, then a summary, then the details; `wide` adds every column. `assumed`:
+    each machine's assumed noise (analysis/noise.py), from these records where not given."""
     if not records:
         return "no stored results found"
     assumed = noise.assumed_noise(records) if assumed is None else assumed
-    out = [answers_text.render(records)]
-    groups = query.group(records, "machine", "commit")
+    out = [answers_text.render(records)] if answers_first else []
     # per machine (newest measured first), its commits newest first: by when they ran, not by hash
-    newest = {m: max(r.started_at for r in records if r.machine == m) for m in {k[0] for k in groups}}
-    for machine, commit in sorted(groups, key=lambda k: (newest[k[0]], max(r.started_at for r in groups[k])),
-                                  reverse=True):
-        recs = groups[(machine, commit)]
-        out.append(f"# {i18n.t(lang, 'group', machine=machine, commit=commit)}\n")
-        out.append(_render_group(query.latest(recs), lang, (plot_files or {}).get((machine, commit), []), wide,
-                                 assumed))
+    for machine, mine in query.newest_first(records, "machine"):
+        for commit, recs in query.newest_first(mine, "commit"):
+            out.append(f"# {i18n.t(lang, 'group', machine=machine, commit=commit)}\n")
+            out.append(_render_group(query.latest(recs), lang, (plot_files or {}).get((machine, commit), []), wide,
+                                     assumed))
     return "\n\n".join(out)
 
 
@@ -151,10 +149,11 @@ def _render_group(records: list[Record], lang: str, plot_files: list, wide: bool
     if any(r.case["name"].startswith(("target-", "recommend-")) for r in records):
         out += ["", f"## {i18n.t(lang, 'targets_title')}"] + targets_section(records, lang)
     out += ["", f"## {i18n.t(lang, 'claims_title')}"] + claims_section(evals, lang)
-    experiments = answers_text.claim_rows(answers.answers(records, experiments_only=True))
-    if any(a.latest for a in answers.answers(records, experiments_only=True)):
+    paired_answers = answers.answers(records, experiments_only=True)
+    if any(a.latest for a in paired_answers):
+        rows, notes = answers_text.claim_rows(paired_answers)
         out += ["", "Claim experiments of these runs (paired, interleaved processes; their verdicts are frozen):",
-                experiments[0]] + experiments[1]
+                rows] + notes
     every, notes = cases_table(records, lang)
     out += ["", f"## {i18n.t(lang, 'cases_title')}", every] + notes
     profiled = [(r, profile_text(r.data)) for r in records if profile_text(r.data)]

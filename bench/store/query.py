@@ -17,7 +17,7 @@ from .record import InvalidRecord, Record, from_dict, from_file
 from .rederive import mark_not_training, rederive
 
 __all__ = ["Record", "load", "wrap", "select", "latest", "group", "runs_of", "run_manifests", "latest_status",
-           "newest_commit", "by_name_and_gpus", "fastest", "article_setting", "article_cells", "commit_matches"]
+           "newest_commit", "newest_first", "by_name_and_gpus", "fastest", "article_setting", "article_cells", "commit_matches"]
 
 
 def wrap(d: dict) -> Record:
@@ -96,6 +96,14 @@ def group(records: list[Record], *keys: str) -> dict:
     for r in records:
         out.setdefault(tuple(getattr(r, k) for k in keys), []).append(r)
     return dict(sorted(out.items()))
+
+
+def newest_first(records: list[Record], key: str) -> list[tuple[str, list[Record]]]:
+    """The records grouped by one attribute ("machine", "commit"), the group measured most recently
+    first: by when they ran, never by name or hash."""
+    groups = group(records, key)
+    order = sorted(groups, key=lambda k: max((r.started_at, r.run_id) for r in groups[k]), reverse=True)
+    return [(k[0], groups[k]) for k in order]
 
 
 def interrupted_runs(records: list[Record], machine: str, commit: str, sweep: str, exclude: str = "") -> list[str]:
