@@ -116,6 +116,16 @@ def test_a_run_too_noisy_or_drifting_warns_once_at_the_top_and_judges_nothing(tm
     text = report.render(records, assumed=assumed)
     body = text.split("\n# ", 1)[1].split("\n", 2)[2]  # the commit's section, after the answers
     assert body.lstrip().startswith("**WARNING: run noisy cannot be judged:") and text.count("WARNING") == 1
+    v = claims.evaluate(next(c for c in claims.CLAIMS if c.id == "workers"), records)
+    assert v["verdict"] == claims.INCONCLUSIVE and "run noisy is unreliable" in v["evidence"]
+    # figures with intervals of their own are not judged in such a run either
+    with_ci = _workers_pair()
+    for d in with_ci:
+        ips = d["metrics"]["images_per_s"]
+        d["metrics"]["images_per_s_ci95"] = [ips * 0.99, ips * 1.01]
+    _store_run(tmp_path / "own", "noisy", with_ci, floor, floor_end)
+    v = claims.evaluate(next(c for c in claims.CLAIMS if c.id == "workers"), query.load([tmp_path / "own"])[0])
+    assert v["verdict"] == claims.INCONCLUSIVE and "run noisy is unreliable" in v["evidence"]
     # the same pair in a steady run: one process each, no interval of its own, so shown, not judged
     _store_run(tmp_path / "steady", "steady", _workers_pair(), {"images_per_s": [100.0, 101.0, 99.0], "n": 3,
                                                                 "rel_sd": 0.01})

@@ -14,6 +14,7 @@ from ..core.identity import differing_fields
 from ..core.phrases import phrase
 from ..core.verdicts import CANNOT, FAILS, HOLDS, INCONCLUSIVE
 from ..store import query
+from .noise import unreliable_runs
 
 TORCH_LOADER_KNOBS = ("num_workers", "pin_memory", "non_blocking", "persistent_workers", "prefetch_factor")
 DALI_KNOBS = ("dali_device", "dali_threads", "hw_decoder_load", "dali_prefetch_depth", "dali_handoff", "dali_crop")
@@ -105,14 +106,17 @@ def _usable(records: list[query.Record], include_old: bool) -> list[query.Record
             and not r.case.get("loader_only") and not r.slowed_pct and not r.data.get("measured_as_claim")]
 
 
-def own_noise(a: query.Record, b: query.Record, include_old: bool = False) -> dict:
+def own_noise(a: query.Record, b: query.Record, include_old: bool = False, unreliable: dict | None = None) -> dict:
     """B against A judged by each figure's own 95% interval (verdicts.compare), never a noise borrowed
-    from another case; a figure without one leaves the pair shown, not judged."""
+    from another case; a figure without one, or from a run too noisy to judge by (`unreliable`: run id ->
+    why, analysis/noise.unreliable_runs), leaves the pair shown, not judged."""
     loose = include_old and not (a.current and b.current)
-    halves = [verdicts.half_width_pct(r.metrics, loose) for r in (a, b)]
+    why = next(((r.run_id, (unreliable or {})[r.run_id]) for r in (a, b) if r.run_id in (unreliable or {})), None)
+    halves = [None, None] if why else [verdicts.half_width_pct(r.metrics, loose) for r in (a, b)]
     c = verdicts.compare(a.images_per_s, halves[0], b.images_per_s, halves[1])
     missing = [r.case["name"] for r, h in zip((a, b), halves) if h is None]
     c["noise_phrase"] = (phrase("noise", pct=f"{c['noise_pct']:.1f}") if c["noise_pct"] is not None
+                         else phrase("unreliable_run", run=why[0], why=why[1]) if why
                          else phrase("not_judged", which=" and ".join(dict.fromkeys(missing))))
     return c
 
@@ -141,16 +145,20 @@ def find_pair(claim: Claim, records: list[query.Record], min_gpus: int = 1):
     return None, None, [unique[k] for k in sorted(unique)][:2]
 
 
-def evaluate(claim: Claim, records: list[query.Record], include_old: bool = False) -> dict:
+def evaluate(claim: Claim, records: list[query.Record], include_old: bool = False,
+             unreliable: dict | None = None) -> dict:
     """One claim on one machine and commit's records, each figure with its own interval: verdict,
     effect and the evidence naming both files (`evidence` in English, `evidence_phrase` for a report in
-    another language, core/phrases.py). A figure without an interval of its own is shown, not judged."""
+    another language, core/phrases.py). A figure without an interval of its own, or from a run too noisy
+    to judge by (`unreliable`, read from the records' manifests where not given), is shown, not judged."""
     usable = _usable(records, include_old)
-    out = _evaluate_table(claim, usable) if claim.kind == "table" else _evaluate_pair(claim, usable, include_old)
+    unreliable = unreliable_runs(query.run_manifests(records)) if unreliable is None else unreliable
+    out = (_evaluate_table(claim, usable, unreliable) if claim.kind == "table"
+           else _evaluate_pair(claim, usable, include_old, unreliable))
     return {**out, "evidence": out["evidence_phrase"].text()}
 
 
-def _evaluate_pair(claim: Claim, usable: list[query.Record], include_old: bool) -> dict:
+def _evaluate_pair(claim: Claim, usable: list[query.Record], include_old: bool, unreliable: dict) -> dict:
     a, b, refused = find_pair(claim, usable, claim.min_gpus)
     if a is None:
         fewer = find_pair(claim, usable)[0] is not None
@@ -173,7 +181,7 @@ def _evaluate_pair(claim: Claim, usable: list[query.Record], include_old: bool) 
         return {"verdict": HOLDS if held else FAILS, "effect": f"{na:g} vs {nb:g} all-reduces per step",
                 "evidence_phrase": phrase("allreduces", where=where, na=f"{na:g}", k=ca["accumulation_steps"],
                                           nb=f"{nb:g}"), "files": files}
-    c = own_noise(a, b, include_old)
+    c = own_noise(a, b, include_old, unreliable)
     text = phrase("pair", where=where, ips_a=f"{a.images_per_s:,.0f}", ips_b=f"{b.images_per_s:,.0f}",
                   noise=c["noise_phrase"])
     return {"verdict": verdicts.claim_verdict(c["delta_pct"], c["noise_pct"]), "effect": f"{c['delta_pct']:+.1f}%",
@@ -182,7 +190,7 @@ def _evaluate_pair(claim: Claim, usable: list[query.Record], include_old: bool) 
             "pair": (ca["name"], cb["name"]), "gpus": ca["gpus"]}
 
 
-def _evaluate_table(claim: Claim, records: list[query.Record]) -> dict:
+def _evaluate_table(claim: Claim, records: list[query.Record], unreliable: dict) -> dict:
     parts, judged, files, effect, dates, runs = [], [], [], "-", [], set()
     names = ("seed-baseline", "seed-optimized")
     cells, _ = query.article_cells(records, names)  # the cells of the report's seed table
@@ -193,7 +201,7 @@ def _evaluate_table(claim: Claim, records: list[query.Record]) -> dict:
         if not (a and b):
             parts.append(phrase("gpus_not_stored", n=gpus))
             continue
-        c = own_noise(a, b)
+        c = own_noise(a, b, unreliable=unreliable)
         dates += [a.started_at, b.started_at]
         runs |= {a.run_id, b.run_id}
         judged.append(verdicts.claim_verdict(c["delta_pct"], c["noise_pct"]))
@@ -213,7 +221,8 @@ def evaluations(records: list[query.Record], include_old: bool = False) -> list[
     machines = {r.machine for r in records}
     if len(machines) > 1:
         raise ValueError(f"claims are judged per machine; got records of {', '.join(sorted(machines))}")
-    return [(c, evaluate(c, records, include_old)) for c in CLAIMS]
+    unreliable = unreliable_runs(query.run_manifests(records))
+    return [(c, evaluate(c, records, include_old, unreliable)) for c in CLAIMS]
 
 
 def table(records: list[query.Record], include_old: bool = False,
