@@ -140,7 +140,8 @@ def test_bench_report_leads_with_the_answers_within_120_columns(capsys):
     assert main(["report", "--no-files", "--machine", "1x-nvidia-h200"]) == 0
     out = capsys.readouterr().out
     assert out.startswith("## 1x-nvidia-h200: the answers")
-    assert "article base" in out and "183.2" in out and "698.3" in out  # the article's figures beside
+    assert "baseline (article)" in out and "(183.2)" in out and "(698.3)" in out  # the article's figures beside
+    assert "912.9 +-1.5% (183.2)" in out and "+222.6% +-2.2% (-)" in out  # the improvement with its noise
     assert max(len(ln) for ln in out.splitlines()) <= 120
     assert "# 1x-nvidia-h200, commit" not in out  # the commits' details only with --all
     assert main(["report", "--no-files"]) == 0

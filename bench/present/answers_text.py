@@ -27,13 +27,17 @@ def _measured(r: Record | None) -> str:
     return f"{fmt(r.images_per_s)} {noise(r.metrics)}" if r else "-"
 
 
+def _noise(a: Record, b: Record) -> str:
+    """The noise of a ratio of two figures: their half-widths in quadrature (verdicts.compare's rule)."""
+    ha, hb = verdicts.half_width_pct(a.metrics), verdicts.half_width_pct(b.metrics)
+    return f" +-{math.hypot(ha, hb):.1f}%" if ha is not None and hb is not None else " (no interval)"
+
+
 def _efficiency(r: Record | None, one: Record | None, n: int) -> str:
-    """Scaling efficiency and its noise: the two figures' half-widths in quadrature."""
+    """Scaling efficiency and its noise."""
     if not r or not one or n == 1:
         return "-"
-    eff = stats.scaling_efficiency(r.images_per_s, n, one.images_per_s)
-    ha, hb = verdicts.half_width_pct(r.metrics), verdicts.half_width_pct(one.metrics)
-    return f"{eff:.1f}%" + (f" +-{math.hypot(ha, hb):.1f}%" if ha is not None and hb is not None else "")
+    return f"{stats.scaling_efficiency(r.images_per_s, n, one.images_per_s):.1f}%" + _noise(r, one)
 
 
 def seed_lines(records: list[Record]) -> list[str]:
@@ -49,12 +53,13 @@ def seed_lines(records: list[Record]) -> list[str]:
         b, o = base.get(n), opt.get(n)
         pb, po = PUBLISHED.get(n, (None, None))
         gain_article = f"{stats.improvement_pct(pb, po):+.1f}%" if pb and po else "-"
-        gain = f"{stats.improvement_pct(b.images_per_s, o.images_per_s):+.1f}%" if b and o else "-"
-        rows.append([str(n), fmt(pb), _measured(b), fmt(po), _measured(o), gain_article, gain,
+        gain = f"{stats.improvement_pct(b.images_per_s, o.images_per_s):+.1f}%{_noise(b, o)}" if b and o else "-"
+        rows.append([str(n), f"{_measured(b)} ({fmt(pb)})", f"{_measured(o)} ({fmt(po)})", f"{gain} ({gain_article})",
                      _efficiency(o, opt.get(1), n)])
     head = (f"Seed table (commit {newest.commit}, {day(newest.started_at)}; {setting[0]}, {setting[1]} px, "
-            f"{setting[2]} images per GPU; article: 4x RTX 3090, PyTorch 2.1):")
-    cols = ["GPUs", "article base", "base here", "article opt", "opt here", "article +%", "here +%", "efficiency"]
+            f"{setting[2]} images per GPU), images/s measured here with the article's own figure in brackets "
+            "(4x RTX 3090, PyTorch 2.1):")
+    cols = ["GPUs", "baseline (article)", "optimized (article)", "improvement (article)", "optimized efficiency"]
     return wrap(head) + [table(rows, cols, ("right",) * len(cols))]
 
 
