@@ -74,11 +74,11 @@ def run_experiments(run: Run, found: list[ex.Experiment], cases: list[Case], swe
                                           on_phase=run.progress if run.live else None)
                 run.progress(None)
                 runs[case.case_id].append(result)
-                figure = (result.get("metrics") or {}).get("images_per_s")
-                say(f"  {case.case_id}: " + (f"{figure:,.1f} images/s" if result["status"] == "ok"
-                                              else f"{result['status']}: {result.get('reason', '')}"))
-                if result["status"] != "ok":
+                if result["status"] == "ok":
+                    say(f"  {case.case_id}: {result['metrics']['images_per_s']:,.1f} images/s")
+                else:
                     failed[case.case_id] = f"{result['status']}: {result.get('reason', '')}"
+                    say(f"  {case.case_id}: {failed[case.case_id]}")
             for i in live:
                 _add_pair(found[i], entries[i], runs, failed)
                 if entries[i]["status"] != "measuring" or entries[i]["verdict"]:

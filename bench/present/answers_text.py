@@ -3,8 +3,6 @@ article's published figures, the best configuration and recommend's winners, and
 decided verdict across all the machine's commits, newest evidence first. Lines within 120 columns."""
 from __future__ import annotations
 
-import math
-
 from ..analysis import answers as answersmod
 from ..analysis import targets
 from ..core import stats, verdicts
@@ -28,9 +26,9 @@ def _measured(r: Record | None) -> str:
 
 
 def _noise(a: Record, b: Record) -> str:
-    """The noise of a ratio of two figures: their half-widths in quadrature (verdicts.compare's rule)."""
-    ha, hb = verdicts.half_width_pct(a.metrics), verdicts.half_width_pct(b.metrics)
-    return f" +-{math.hypot(ha, hb):.1f}%" if ha is not None and hb is not None else " (no interval)"
+    """The noise of a ratio of two figures, as every comparison weighs it (verdicts.compare_metrics)."""
+    pct = verdicts.compare_metrics(a.metrics, b.metrics)["noise_pct"]
+    return f" +-{pct:.1f}%" if pct is not None else " (no interval)"
 
 
 def _efficiency(r: Record | None, one: Record | None, n: int) -> str:
