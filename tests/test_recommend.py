@@ -703,7 +703,9 @@ def test_a_jpeg_recipe_runs_on_a_jpeg_folder(tmp_path, tiny, loader):
 def test_recommend_with_a_jpeg_folder_on_the_cpu_writes_a_jpeg_recipe_that_runs(tmp_path):
     from bench.data import generate
     data = tmp_path / "jpegs"
-    generate.make_dataset(data, 64, 4, seed=1, workers=2, echo=lambda m: None)
+    # enough for a window at any batch the search can reach: up to 4x the start's 8, 4 steps a window
+    # (with 64, a search whose 3x batch won refused the loader stage: "reads 96 per rank")
+    generate.make_dataset(data, 128, 4, seed=1, workers=2, echo=lambda m: None)
     out = subprocess.run([sys.executable, "-m", "bench", "recommend", "--gpus", "1", "--budget", "60s", "--no-compile",
                           "--floor-processes", "2", "--final-processes", "0", "--data", str(data),
                           "--results", str(tmp_path / "r")], cwd=ROOT, capture_output=True, text=True, timeout=600,
