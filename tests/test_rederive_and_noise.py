@@ -57,16 +57,41 @@ def test_a_record_is_re_derived_when_read_with_its_runs_floor(tmp_path):
     assert json.loads(path.read_text())["definitions"]["images_per_s"] == 3  # the file itself is never rewritten
 
 
-def test_assumed_noise_is_the_largest_spread_of_three_processes_else_the_default():
-    three = query.wrap(_record("torch", windows=((1000.0,) * 3, (1100.0,) * 3, (1050.0,) * 3), name="loader-torch"))
-    one = query.wrap(_record("torch", name="loader-torch", run="r2"))
-    assumed = noise.assumed_noise([three, one])
-    assert assumed[("m", "torch")].half_pct == pytest.approx(100 * 100 / 1050)  # (1100 - 1000) / median
+def _at(d, when):
+    d["started_at"] = when
+    return query.wrap(d)
+
+
+def test_assumed_noise_is_the_largest_earlier_spread_of_the_same_configuration_else_the_default():
+    windows = ((1000.0,) * 3, (1100.0,) * 3, (1050.0,) * 3)
+    three = _at(_record("torch", windows=windows, name="loader-torch"), "2026-01-02T00:00:00+00:00")
+    one = _at(_record("torch", name="loader-torch", run="r2"), "2026-01-03T00:00:00+00:00")
+    renamed = _at(_record("torch", name="other-name", run="r3"), "2026-01-03T00:00:00+00:00")
+    earlier = _at(_record("torch", name="loader-torch", run="r0"), "2026-01-01T00:00:00+00:00")
+    other_knobs = _at(_record("torch", name="loader-torch", run="r4", num_workers=4), "2026-01-03T00:00:00+00:00")
+    assumed = noise.assumed_noise([three, one, renamed, earlier, other_knobs])
     half, source = noise.noise_for(one, assumed)
-    assert half == pytest.approx(9.52, abs=0.01) and "largest spread of 3 processes of a torch case" in str(source)
-    assert "一个 torch 用例的 3 个进程的最大离散度" in source.text("zh")  # the same words for a Chinese report
-    half, source = noise.noise_for(query.wrap(_record("dali", name="loader-dali")), assumed)
-    assert half == noise.DEFAULT_HALF_PCT["dali"] and "default for a dali case" in str(source)
+    assert half == pytest.approx(100 * 100 / 1050)  # (1100 - 1000) / median, from the same configuration
+    assert "largest spread of 3 processes of this configuration on m up to its run" in str(source)
+    assert "同一配置 3 个进程的最大离散度" in source.text("zh")  # the same words for a Chinese report
+    assert noise.noise_for(renamed, assumed)[0] == pytest.approx(half)  # a name is not a configuration
+    # a run made before the spread was shown, or another configuration, borrows the default
+    for r in (earlier, other_knobs):
+        half, source = noise.noise_for(r, assumed)
+        assert half == noise.DEFAULT_HALF_PCT["torch"] and "default for a torch case" in str(source)
+
+
+def test_a_borrowed_noise_is_frozen_when_later_runs_are_stored():
+    """A wider spread of the same configuration measured later never moves a verdict already made."""
+    before = _at(_record("torch", windows=((1000.0,) * 3, (1020.0,) * 3, (1010.0,) * 3), name="t"), "2026-01-01T00:00:00+00:00")
+    judged = _at(_record("torch", name="t", run="r2"), "2026-01-02T00:00:00+00:00")
+    wild = _at(_record("torch", windows=((600.0,) * 3, (1400.0,) * 3, (1000.0,) * 3), name="t", run="r3"),
+               "2026-01-05T00:00:00+00:00")
+    then = noise.noise_for(judged, noise.assumed_noise([before, judged]))[0]
+    now = noise.noise_for(judged, noise.assumed_noise([before, judged, wild]))[0]
+    assert then == now == pytest.approx(100 * 20 / 1010)
+    assert noise.noise_for(_at(_record("torch", name="t", run="r6"), "2026-01-06T00:00:00+00:00"),
+                           noise.assumed_noise([before, wild]))[0] == pytest.approx(80.0)
 
 
 def test_a_large_effect_without_intervals_is_shown_not_judged_by_a_borrowed_noise():

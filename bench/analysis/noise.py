@@ -1,7 +1,9 @@
 """The noise a figure is judged against: its own 95% interval where it has one, else an explicit
-assumed noise, the largest process-to-process spread this machine has shown for that kind of case
-(its loader: synthetic, torch or dali) in stored runs of 3 or more fresh processes, noise floors
-included; where none is stored, a documented conservative default. A verdict names which it used.
+assumed noise, the largest process-to-process spread this machine has shown for the same configuration
+(the case's knobs, whatever its name: a noise floor measures the best case's) in stored runs of 3 or more fresh processes, noise floors included, counting only runs
+that began no later than the judged figure's own: what a verdict borrows is frozen when it is made, and
+runs added later never move it. Where none is stored, a documented conservative default for its kind
+of case (its loader). A verdict names which it used.
 
 A run whose noise floor is too wide to judge by (process-to-process sd over NOISY_FLOOR_SD_PCT) or
 that drifted between its start and end floors (medians DRIFT_PCT or more apart) is unreliable: its
@@ -12,7 +14,7 @@ from __future__ import annotations
 import statistics
 from dataclasses import dataclass
 
-from ..core import verdicts
+from ..core import identity, verdicts
 from ..core.phrases import Phrase, phrase, render
 from ..store import query
 from ..store.record import Record
@@ -31,11 +33,17 @@ DRIFT_PCT = 5.0
 
 
 class NoiseModel(dict):
-    """(machine, kind) -> Assumed, and `unreliable`: run id -> why its figures cannot be judged."""
+    """(machine, knobs key) -> [(when, Assumed)]: each stored spread of that configuration with the time
+    its run showed it; and `unreliable`: run id -> why its figures cannot be judged."""
 
     def __init__(self, *a, unreliable: dict | None = None):
         super().__init__(*a)
         self.unreliable = unreliable or {}
+
+    def for_record(self, r: Record) -> Assumed | None:
+        """The largest spread of r's configuration on r's machine shown no later than r began; None if none."""
+        known = [a for when, a in self.get((r.machine, identity.knobs_key(r.case)), []) if when <= r.started_at]
+        return max(known, key=lambda a: a.half_pct, default=None)
 
 
 def unreliable_runs(manifests: dict[str, dict]) -> dict[str, Phrase]:
@@ -76,29 +84,31 @@ def _spread_pct(figures: list[float]) -> float:
 
 
 def assumed_noise(records: list[Record]) -> NoiseModel:
-    """Per (machine, kind): the largest spread of MIN_PROCESSES or more fresh processes stored, from
-    records (their process figures) and their runs' noise floors (synthetic), unreliable runs left out."""
+    """Per (machine, configuration): every spread of MIN_PROCESSES or more fresh processes stored, from
+    records (their process figures) and their runs' noise floors, each with when it was shown;
+    unreliable runs left out."""
     manifests = query.run_manifests(records)
     found = NoiseModel(unreliable=unreliable_runs(manifests))
 
-    def offer(machine, k, figures, where):
+    def offer(machine, key, when, figures, where):
         if len(figures) < MIN_PROCESSES or min(figures) <= 0:
             return
         spread = _spread_pct(figures)
-        if (machine, k) not in found or spread > found[(machine, k)].half_pct:
-            found[(machine, k)] = Assumed(spread, phrase("assumed_spread", pct=f"{spread:.1f}", n=len(figures), kind=k,
-                                                         machine=machine, where=where))
+        found.setdefault((machine, key), []).append(
+            (when, Assumed(spread, phrase("assumed_spread", pct=f"{spread:.1f}", n=len(figures), machine=machine,
+                                          where=where))))
     for r in records:
         figures = [p.get("images_per_s") for p in r.data.get("processes") or []]
         if r.ok and r.current and all(figures) and r.run_id not in found.unreliable:
-            offer(r.machine, kind(r.case), figures, phrase("case_run", name=r.case["name"], run=r.run_id))
+            offer(r.machine, identity.knobs_key(r.case), r.started_at, figures, phrase("case_run", name=r.case["name"], run=r.run_id))
     for run_id, m in manifests.items():
         if run_id in found.unreliable:
             continue
-        for key in ("noise_floor", "noise_floor_end"):
+        for key, when in (("noise_floor", "started_at"), ("noise_floor_end", "finished_at")):
             floor = m.get(key) or {}
-            if floor.get("images_per_s"):
-                offer(m.get("machine", ""), "synthetic", floor["images_per_s"], phrase("floor_run", run=run_id))
+            if floor.get("images_per_s") and floor.get("case"):
+                offer(m.get("machine", ""), identity.knobs_key(floor["case"]),
+                      m.get(when) or m.get("started_at", ""), floor["images_per_s"], phrase("floor_run", run=run_id))
     return found
 
 
@@ -112,7 +122,7 @@ def noise_for(r: Record, assumed: dict, include_old: bool = False) -> tuple[floa
     measured = verdicts.half_width_pct(r.metrics, within_process_ok=include_old and not r.current)
     if measured is not None:
         return measured, None
-    a = assumed.get((r.machine, kind(r.case)))
+    a = assumed.for_record(r) if isinstance(assumed, NoiseModel) else None
     if a:
         return a.half_pct, a.source
     k = kind(r.case)

@@ -14,11 +14,12 @@ TEMPLATES = {
         "with_source": "{text} ({source})",
         "both": "both {why}",
         "side": "{side} {why}",
-        "assumed_spread": "assumed +-{pct}%: the largest spread of {n} processes of a {kind} case on {machine}, {where}",
+        "assumed_spread": ("assumed +-{pct}%: the largest spread of {n} processes of this configuration on {machine} "
+                           "up to its run, {where}"),
         "case_run": "{name}, run {run}",
         "floor_run": "noise floor of run {run}",
-        "assumed_default": "assumed +-{pct}%: the default for a {kind} case, no run of {n}+ processes of one stored "
-                           "on {machine}",
+        "assumed_default": "assumed +-{pct}%: the default for a {kind} case, no run of {n}+ processes of this "
+                           "configuration stored on {machine} before it",
         "older": "older definition",
         "unreliable_run": "run {run} is unreliable: {why}",
         "floor_too_wide": "its noise floor's process-to-process sd is {sd}% over {n} processes, above the {limit}% a "
@@ -50,10 +51,10 @@ TEMPLATES = {
         "with_source": "{text}（{source}）",
         "both": "两者均为{why}",
         "side": "{side} 为{why}",
-        "assumed_spread": "假定 ±{pct}%：{machine} 上一个 {kind} 用例的 {n} 个进程的最大离散度，{where}",
+        "assumed_spread": "假定 ±{pct}%：截至其运行时 {machine} 上同一配置 {n} 个进程的最大离散度，{where}",
         "case_run": "{name}，运行 {run}",
         "floor_run": "运行 {run} 的噪声底",
-        "assumed_default": "假定 ±{pct}%：{kind} 用例的默认值，{machine} 上尚未保存过 {n} 个以上进程的运行",
+        "assumed_default": "假定 ±{pct}%：{kind} 用例的默认值，此前 {machine} 上尚未保存过该配置 {n} 个以上进程的运行",
         "older": "旧的指标定义",
         "unreliable_run": "运行 {run} 不可靠：{why}",
         "floor_too_wide": "其噪声底在 {n} 个进程间的标准差为 {sd}%，高于可据以判断的 {limit}%",
