@@ -1,6 +1,7 @@
 """`bench report --html`: one self-contained page, checked as a person sees it, in headless Chromium."""
 import io
 import os
+import re
 import shutil
 from pathlib import Path
 
@@ -40,6 +41,21 @@ def test_the_page_holds_everything_and_needs_no_other_file(page_file):
                  "The noise floor of every run", f"commit {commit}"):
         assert part in text, part
     assert text.count("<table>") >= 6  # seed, details, claims, cases, phases, history, noise
+
+
+def test_the_page_opens_with_a_contents_list_and_right_aligns_numbers(page_file):
+    path, commit = page_file
+    text = path.read_text()
+    nav = text[text.index("<nav>"):text.index("</nav>")]
+    assert text.index("<nav>") < text.index("<table>")  # the contents come before any table
+    for anchor in ("#answers-per-machine", f"-commit-{commit}", "#history-each-machines-headline-cases"):
+        assert anchor in nav, anchor
+    for target in re.findall(r'href="#([^"]+)"', nav):
+        assert f'id="{target}"' in text, target  # each link lands on its heading
+    assert nav.count("<li>") < 40  # the top sections and machines, not every commit's subsections
+    assert '<td class="num">860.2 [183.2]</td>' in text or re.search(r'<td class="num">[\d,]+\.\d</td>', text)
+    assert re.search(r'<td class="num">[+-][\d.]+%</td>', text)  # a change, signed, right-aligned
+    assert '<td class="num">resnet50' not in text  # words stay left
 
 
 def test_the_chinese_page_is_its_own_file(tmp_path):

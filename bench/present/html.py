@@ -1,6 +1,6 @@
 """`bench report --html`: the report as one self-contained page a person opens in a browser. It holds
 what REPORT.md holds (tables, summary, the runs' noise, plots, claims, every case, where the time went)
-with every plot inlined, then each machine's history: its headline cases across commits and every
+with every plot inlined, a contents list at the top and numbers right-aligned, then each machine's history: its headline cases across commits and every
 run's noise floor. REPORT.md's Markdown becomes HTML through python-markdown."""
 from __future__ import annotations
 
@@ -27,7 +27,8 @@ body { font-family: system-ui, sans-serif; margin: 2em auto; max-width: 1250px; 
 h1 { border-bottom: 2px solid #444; } h2 { margin-top: 1.6em; border-bottom: 1px solid #bbb; }
 table { border-collapse: collapse; margin: 0.6em 0; font-size: 0.9em; }
 th, td { border: 1px solid #bbb; padding: 0.25em 0.6em; } th { background: #eee; }
-td { font-variant-numeric: tabular-nums; }
+td { font-variant-numeric: tabular-nums; } td.num { text-align: right; white-space: nowrap; }
+nav { background: #f7f7f7; border: 1px solid #ddd; padding: 0.3em 1em; } nav ul { margin: 0.2em 0; }
 img { max-width: 100%; border: 1px solid #ddd; margin: 0.5em 0; }
 code { background: #f3f3f3; padding: 0 0.2em; }
 """
@@ -55,6 +56,27 @@ def blocks_apart(text: str) -> str:
         out.append(line)
         prev = kind
     return "\n".join(out)
+
+
+NUMBER_CELL = re.compile(r"<td>\s*((?:[+\-~]|&plusmn;|±)*\d[\d,.]*\s*(?:%|x|s|ms|GiB|GB|MB|W)?"
+                         r"(?:\s*(?:\(|\[)[^<]*(?:\)|\]))?|-)\s*</td>")
+"""A cell that holds a number (signed, with a unit, perhaps its interval or the article's figure beside it)
+or a lone "-" for one not measured: right-aligned, so digits line up."""
+
+
+def align_numbers(body: str) -> str:
+    return NUMBER_CELL.sub(lambda m: f'<td class="num">{m.group(1)}</td>', body)
+
+
+def contents_list(tokens: list[dict], lang: str) -> str:
+    """Every top-level section (the answers, each machine and commit, the history), with the machines
+    under the answers and the history: a list of links that fits one screen however many commits."""
+    def item(t, children=()):
+        inner = "".join(item(c) for c in children)
+        return (f'<li><a href="#{t["id"]}">{t["name"]}</a>' + (f"<ul>{inner}</ul>" if inner else "") + "</li>")
+    keep = {i18n.t(lang, "answers_title"), i18n.t(lang, "history_title")}
+    items = "".join(item(t, t["children"] if html.unescape(t["name"]) in keep else ()) for t in tokens)
+    return f'<nav>\n<h2>{html.escape(i18n.t(lang, "contents"))}</h2>\n<ul>{items}</ul>\n</nav>\n'
 
 
 def inline_images(body: str, folder: Path) -> str:
@@ -101,11 +123,13 @@ def write_html(records: list[Record], history: list[Record], path: Path, lang: s
         folder = Path(tmp)
         text = render(records, lang, write_plots(records, folder), wide, assumed) + "\n\n" + \
             history_section(history, folder, lang)
-        body = inline_images(markdown.markdown(blocks_apart(text), extensions=["tables"]), folder)
+        md = markdown.Markdown(extensions=["tables", "toc"], extension_configs={"toc": {"toc_depth": "1-2"}})
+        body = inline_images(align_numbers(md.convert(blocks_apart(text))), folder)
+        contents = contents_list(md.toc_tokens, lang)
     title = i18n.t(lang, "report_head").splitlines()[0].lstrip("# ")
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(f'<!DOCTYPE html>\n<html lang="{lang}">\n<head>\n<meta charset="utf-8">\n'
                     f"<title>{html.escape(title)}</title>\n<style>{CSS}</style>\n</head>\n<body>\n"
-                    f"<h1>{html.escape(title)}</h1>\n{body}\n</body>\n</html>\n", encoding="utf-8")
+                    f"<h1>{html.escape(title)}</h1>\n{contents}{body}\n</body>\n</html>\n", encoding="utf-8")
     return path

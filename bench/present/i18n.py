@@ -8,6 +8,8 @@ import re
 TEXT = {
     "en": {
         "group": "{machine}, commit {commit}",
+        "answers_title": "Answers per machine",
+        "contents": "Contents",
         "report_head": "# Benchmark report\n\nRendered by `bin/bench report` from the stored results only.",
         "seed_title": "Seed table: DataParallel baseline against the seed-optimized configuration (batch size global)",
         "best_title": "Baseline against the best configuration the suite knows (batch size global)",
@@ -64,6 +66,8 @@ TEXT = {
     },
     "zh": {
         "group": "{machine}，提交 {commit}",
+        "answers_title": "各机器的答案",
+        "contents": "目录",
         "report_head": "# 基准测试报告\n\n由 `bin/bench report` 仅根据已保存的结果生成。",
         "seed_title": "种子表：DataParallel 基础配置与优化配置对比（Batch Size 为全局批大小）",
         "best_title": "基础配置与本套件已知最佳配置对比（Batch Size 为全局批大小）",

@@ -34,7 +34,7 @@ def render(records: list[Record], lang: str = "en", plot_files: dict | None = No
     if not records:
         return "no stored results found"
     assumed = noise.assumed_noise(records) if assumed is None else assumed
-    out = [answers_text.render(records)] if answers_first else []
+    out = [f"# {i18n.t(lang, 'answers_title')}\n\n{answers_text.render(records)}"] if answers_first else []
     # per machine (newest measured first), its commits newest first: by when they ran, not by hash
     for machine, mine in query.newest_first(records, "machine"):
         for commit, recs in query.newest_first(mine, "commit"):
