@@ -219,15 +219,23 @@ def test_the_default_report_fits_a_terminal_with_the_articles_table_first(lang):
     recs = query.load([FIXTURES, tree.DEFAULT_ROOT])[0]
     text = report.render(recs, lang)
     lines = text.splitlines()
-    # a result file's path stands whole on a line of its own (copied, never broken), however wide
-    whole = [ln.strip() for ln in lines if re.fullmatch(r"  \S+\.json", ln)]
-    assert whole and all(Path(tree.DEFAULT_ROOT, p).is_file() for p in whole)
-    assert max(layout.display_width(ln) for ln in lines if ln.strip() not in whole) <= 120
+    assert max(layout.display_width(ln) for ln in lines) <= 120  # result files' paths included
+    # each file compared is named by its folder and run, then its case id: together a stored file
+    folder = run = None
+    named = []
+    for ln in lines:
+        if m := re.fullmatch(r"  (\S+/) \(run (\S+)\):", ln):
+            folder, run = m.groups()
+        elif folder and (m := re.fullmatch(r"    (\S+)", ln)):
+            named.append(Path(tree.DEFAULT_ROOT, folder, m.group(1), f"{run}.json"))
+        else:
+            folder = None
+    assert named and all(p.is_file() for p in named)
     # Markdown renders each table as written: no cell wrapped onto a line of its own (a blank first cell)
     rows = [ln for ln in lines if ln.startswith("|") and not set(ln) <= set("|-: ")]
     assert rows and all(ln.strip("|").split("|")[0].strip() for ln in rows)
     answers, *sections = text.split("\n# ")  # each machine's answers first, then each commit
-    assert answers.startswith("## 1x-nvidia-h100-80gb-hbm3: the answers")
+    assert answers.startswith(f"# {report.i18n.t(lang, 'answers_title')}\n\n## 1x-nvidia-h100-80gb-hbm3: the answers")
     assert len(sections) == len({(r.machine, r.commit) for r in recs}) >= 4  # machines and commits never mixed
     seed_cols = report.i18n.t(lang, "seed_cols")
     for section in sections:

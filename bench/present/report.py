@@ -115,9 +115,27 @@ def claims_section(evals: list, lang: str) -> list[str]:
 
 
 def files_lines(files: list[tuple[str, list[str]]]) -> list[str]:
-    """Each claim, then each file it compared on a line of its own, never broken (a path is copied
-    whole, even where it is wider than a terminal)."""
-    return [ln for claim, paths in files for ln in [f"- {claim}:"] + [f"  {p}" for p in paths]]
+    """Each claim, then the files it compared: their folder and run on one line, then each case id on a
+    line of its own (a file is <folder><case id>/<run>.json), so no line is wider than a terminal."""
+    out = []
+    for claim, paths in files:
+        out.append(f"- {claim}:")
+        groups: dict[tuple[str, str], list[str]] = {}
+        for p in paths:
+            folder, case_id, run = _path_parts(p)
+            groups.setdefault((folder, run), []).append(case_id)
+        for (folder, run), ids in groups.items():
+            out += [f"  {folder} (run {run}):" if run else f"  {folder}"] + [f"    {i}" for i in ids]
+    return out
+
+
+def _path_parts(path: str) -> tuple[str, str, str]:
+    """(folder with its trailing slash, case id, run id) of <folder><case id>/<run>.json; a path of
+    another shape whole, as the folder."""
+    parts = path.rsplit("/", 2)
+    if len(parts) == 3 and parts[2].endswith(".json"):
+        return parts[0] + "/", parts[1], parts[2].removesuffix(".json")
+    return path, "", ""
 
 
 def targets_section(records: list[Record], lang: str) -> list[str]:
