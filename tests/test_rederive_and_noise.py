@@ -141,6 +141,7 @@ def test_a_run_too_noisy_or_drifting_warns_once_at_the_top_and_judges_nothing(tm
     text = report.render(records, assumed=assumed)
     body = text.split("\n# ", 1)[1].split("\n", 2)[2]  # the commit's section, after the answers
     assert body.lstrip().startswith("**WARNING: run noisy cannot be judged:") and text.count("WARNING") == 1
+    assert "none of its verdicts stands" in " ".join(body.split())
     v = claims.evaluate(next(c for c in claims.CLAIMS if c.id == "workers"), records)
     assert v["verdict"] == claims.INCONCLUSIVE and "run noisy is unreliable" in v["evidence"]
     # figures with intervals of their own are not judged in such a run either
@@ -157,6 +158,26 @@ def test_a_run_too_noisy_or_drifting_warns_once_at_the_top_and_judges_nothing(tm
     steady = query.load([tmp_path / "steady"])[0]
     v = claims.evaluate(next(c for c in claims.CLAIMS if c.id == "workers"), steady)
     assert v["verdict"] == claims.INCONCLUSIVE and "not judged" in v["evidence"]
+
+
+def test_a_run_too_noisy_to_judge_names_the_verdicts_that_stand_anyway(tmp_path):
+    """An all-reduce count needs no noise: the warning says it stands, and the claims agree with it."""
+    from bench.present import report
+    ddp = {"strategy": "ddp", "gpus": 2, "precision": "fp32", "accumulation_steps": 4}
+    pair = [_record(name="ddp-accumulate-article", accumulation_mode="article", **ddp),
+            _record(name="ddp-accumulate-no_sync", accumulation_mode="no_sync", **ddp)]
+    for d, calls in zip(pair, (32, 8)):
+        d["metrics"]["allreduce_calls_per_step"] = calls
+    _store_run(tmp_path, "noisy", pair, {"images_per_s": [6.2, 22.4, 9.1], "n": 3, "rel_sd": 0.687})
+    records = query.load([tmp_path])[0]
+    text = " ".join(report.render(records, assumed=noise.assumed_noise(records)).split())
+    assert ("timings judged inconclusive; these verdicts need no noise and stand: accumulation-fewer-allreduces "
+            "(does not hold, 32 vs 8 all-reduces per step)") in text  # the article's loop all-reduced 4x as often
+    assert "accumulation-fewer-allreduces: ddp-accumulate-article -> ddp-accumulate-no_sync, 2 GPU(s), an exact count" \
+        in text
+    assert "its verdicts are inconclusive" not in text  # no line that the claims section contradicts
+    v = claims.evaluate(next(c for c in claims.CLAIMS if c.id == "accumulation-fewer-allreduces"), records)
+    assert v["verdict"] == claims.FAILS
 
 
 def test_a_stored_span_that_never_updated_is_read_as_failed():

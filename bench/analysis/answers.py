@@ -61,7 +61,8 @@ def from_records(claim: claimsmod.Claim, e: dict, commit: str) -> Evidence | Non
     noise = e.get("noise_pct")
     effect = e["effect"] + (f" +-{noise:.1f}%" if noise is not None else "")
     gpus = f", {e['gpus']} GPU(s)" if e.get("gpus") else ""
-    return Evidence(claim.id, e["verdict"], effect, "own intervals", commit, tuple(e["runs"]), e["date"],
+    basis = "an exact count" if claim.kind == "fewer-allreduces" else "own intervals"
+    return Evidence(claim.id, e["verdict"], effect, basis, commit, tuple(e["runs"]), e["date"],
                     f"{e['pair'][0]} -> {e['pair'][1]}{gpus}",
                     e.get("noise_text", "") if e["verdict"] not in DECIDED else "")
 

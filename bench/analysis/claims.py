@@ -173,6 +173,8 @@ def _evaluate_pair(claim: Claim, usable: list[query.Record], include_old: bool, 
     ca, cb = a.case, b.case
     where = phrase("where", gpus=ca["gpus"], a=ca["name"], b=cb["name"])
     files = [a.path, b.path]
+    which = {"date": max(a.started_at, b.started_at), "runs": sorted({a.run_id, b.run_id}),
+             "pair": (ca["name"], cb["name"]), "gpus": ca["gpus"]}
     if claim.kind == "fewer-allreduces":
         na, nb = a.metrics.get("allreduce_calls_per_step"), b.metrics.get("allreduce_calls_per_step")
         if na is None or nb is None:
@@ -180,14 +182,13 @@ def _evaluate_pair(claim: Claim, usable: list[query.Record], include_old: bool, 
         held = na <= nb  # a count, not a timing: exact, no noise to weigh
         return {"verdict": HOLDS if held else FAILS, "effect": f"{na:g} vs {nb:g} all-reduces per step",
                 "evidence_phrase": phrase("allreduces", where=where, na=f"{na:g}", k=ca["accumulation_steps"],
-                                          nb=f"{nb:g}"), "files": files}
+                                          nb=f"{nb:g}"), "files": files, **which}
     c = own_noise(a, b, include_old, unreliable)
     text = phrase("pair", where=where, ips_a=f"{a.images_per_s:,.0f}", ips_b=f"{b.images_per_s:,.0f}",
                   noise=c["noise_phrase"])
     return {"verdict": verdicts.claim_verdict(c["delta_pct"], c["noise_pct"]), "effect": f"{c['delta_pct']:+.1f}%",
             "noise_pct": c["noise_pct"], "noise_text": c["noise_phrase"].text(), "evidence_phrase": text, "files": files,
-            "date": max(a.started_at, b.started_at), "runs": sorted({a.run_id, b.run_id}),
-            "pair": (ca["name"], cb["name"]), "gpus": ca["gpus"]}
+            **which}
 
 
 def _evaluate_table(claim: Claim, records: list[query.Record], unreliable: dict) -> dict:

@@ -144,11 +144,20 @@ def targets_section(records: list[Record], lang: str) -> list[str]:
     return out + [ln for r in rows if r[4] or r[5] for ln in wrap(f"- {r[0]}: {r[4]}" + (f" ({r[5]})" if r[5] else ""))]
 
 
+def standing(evals: list, run: str, lang: str) -> str:
+    """The verdicts an unreliable run still decides (a count, not a timing), or that none does."""
+    decided = [f"{c.id} ({i18n.word(lang, e['verdict'])}, {e['effect']})" for c, e in evals
+               if e["verdict"] in (claims.HOLDS, claims.FAILS) and any(f.endswith(f"/{run}.json") for f in e["files"])]
+    return i18n.t(lang, "stand", which="; ".join(decided)) if decided else i18n.t(lang, "none_stand")
+
+
 def _render_group(records: list[Record], lang: str, plot_files: list, wide: bool = False,
                   assumed: dict | None = None) -> str:
     unreliable = getattr(assumed, "unreliable", {})
+    evals = claims.evaluations(records)  # judged once, for the warning, the summary and the claims section
     out = [ln for run in query.runs_of(records) if run in unreliable
-           for ln in wrap("**" + i18n.t(lang, "unreliable", run=run, why=phrases.render(unreliable[run], lang)) + "**")]
+           for ln in wrap("**" + i18n.t(lang, "unreliable", run=run, why=phrases.render(unreliable[run], lang),
+                                        stand=standing(evals, run, lang)) + "**")]
     out += [""] if out else []
     for optimized, title in (("seed-optimized", "seed_title"), ("best", "best_title")):
         if optimized == "best" and not any(r.case["name"] == "best" for r in records):
@@ -159,7 +168,6 @@ def _render_group(records: list[Record], lang: str, plot_files: list, wide: bool
             details, config_notes = details_table(pairs, lang)
             out += ["", i18n.t(lang, "details_title") + ":", details] + config_notes
         out.append("")
-    evals = claims.evaluations(records)  # judged once, for the summary and the claims section
     out += [f"## {i18n.t(lang, 'summary_title')}"] + summary_lines(records, evals, lang)
     out += ["", f"## {i18n.t(lang, 'runs_title')}"] + noise_floor_lines(records, lang)
     if plot_files:
