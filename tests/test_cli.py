@@ -261,8 +261,10 @@ def test_dry_run_lists_cases_and_their_expected_time_from_stored_ones(tmp_path, 
     assert main(["sweep", "smoke", "--dry-run", "--processes", "3", "--results", str(tmp_path)]) == 0
     out = capsys.readouterr().out
     singles = [ln for ln in out.splitlines() if ln.startswith("| smoke") and "] single " in ln]  # ids keyed below
-    assert len(singles) == 3 and all("0m18s" in ln for ln in singles)  # fp32, bf16 (the amp pair), bf16 + NHWC
+    # fp32 and bf16, the amp pair, run once a round by the claims; bf16 + NHWC in its 3 processes
+    assert [("0m06s/round" in ln, "0m18s" in ln) for ln in singles] == [(True, False), (True, False), (False, True)]
     flat = " ".join(out.split())
+    assert "(claim rounds) | - | - |" in flat and "within the claims' budget of 2m30s" in flat
     assert "3 process(es) per case" in flat and "the total is a lower bound" in flat
     assert not list(tmp_path.rglob("smoke/single-resnet50*"))  # nothing ran
 

@@ -74,3 +74,21 @@ def test_a_case_with_no_stored_time_is_guessed_from_the_sweeps_phases():
     loader = single.replace(loader="torch", data_dir="/d", min_window_s=2.0)
     assert plan.guess_s(loader, taken) == pytest.approx(5.0 + 4 * 2.0)
     assert plan.guess_s(single, []) is None
+
+
+def test_a_dry_run_expects_the_claim_rounds_from_at_least_two_to_the_budget():
+    """Cases measured by the claims' rounds cost their time once a round, wherever they are listed; the
+    rounds take MIN_PAIRS rounds at least and the budget at most (never more rounds than allowed)."""
+    from bench.present import plan_table
+    recs = [query.wrap(_record(10.0, [[1.0]], 10, name=n)) for n in ("a", "b", "c")]  # 9 s outside, 0.1 s a step
+    cases = [Case(device="cpu", name=n, steps=10, repeats=1, warmup_steps=0) for n in ("a", "b", "c")]
+    per_case = plan.expected_s(cases[0], plan.per_process_times(recs))
+    rounds = plan_table.ClaimRounds(1, frozenset(c.case_id for c in cases[:2]), budget_s=600.0, max_rounds=12)
+    text = plan_table.render([("s", cases), ("t", cases[:1])], recs, "m", 1, "cpu", 3, 0, rounds)
+    flat = " ".join(text.split())
+    assert flat.count("/round") == 3  # a twice and b, each once a round
+    low, high = 2 * 2 * per_case, min(12 * 2 * per_case, 600.0)
+    assert f"(claim rounds) | - | - | {plan_table.duration(low)} to {plan_table.duration(high)}" in flat
+    total_low = low + 3 * per_case  # c in 3 processes
+    assert f"expected: {plan_table.duration(total_low)} to {plan_table.duration(total_low + high - low)}" in flat
+    assert "claim rounds: 1 experiment(s) over 2 case(s)" in flat

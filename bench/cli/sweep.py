@@ -12,7 +12,7 @@ from ..core.errors import BenchError
 from ..data.defaults import default_data_dir, default_data_short, ensure_default_data
 from ..harness import env as envmod
 from ..harness import launch
-from ..harness.experiments import DEFAULT_BUDGET_S, run_experiments
+from ..harness.experiments import DEFAULT_BUDGET_S, MAX_ROUNDS, run_experiments
 from ..harness.checks import resolve_gpus
 from ..harness.prime import Prime
 from ..harness.run import Run, run_cases
@@ -120,7 +120,10 @@ def command(a) -> int:
         machine = envmod.machine_slug(envmod.collect(software=False))
         folder = store.root / machine
         stored = query.load([folder])[0] if folder.is_dir() else []
-        print(plan_table.render(plans, stored, machine, gpus, device, a.processes, a.floor_processes))
+        found = experiments.find([c for _, cs in plans for c in cs]) if budget else []
+        rounds = plan_table.ClaimRounds(len(found), frozenset(c.case_id for e in found for c in (e.before, e.after)),
+                                        budget, MAX_ROUNDS)
+        print(plan_table.render(plans, stored, machine, gpus, device, a.processes, a.floor_processes, rounds))
         return 0
     every = [c for _, cs in plans for c in cs]
     reference = recipes.noise_reference(device)

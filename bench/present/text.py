@@ -48,6 +48,9 @@ def fit(rows: list[list], headers: list[str], col: int = 0, align=None, wide: bo
         return text, []
     keyed, short = [], []
     for row in rows:
+        if row[col] == "-":  # nothing to key
+            short.append(row)
+            continue
         key = f"[{len(keyed) + 1}]"
         keyed.append(f"{key} {row[col]}")
         short.append([*row[:col], f"{key} {str(row[col]).split('-resnet')[0]}", *row[col + 1:]])
