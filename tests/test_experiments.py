@@ -10,6 +10,7 @@ from bench.analysis import answers, experiments
 from bench.core import paired, sweeps
 from bench.core.case import Case
 from bench.core.verdicts import FAILS, HOLDS, INCONCLUSIVE, interval_verdict
+from bench.store import query
 from stored import ok_process
 
 RESULTS = Path(__file__).resolve().parents[1] / "results"
@@ -114,6 +115,23 @@ def test_a_failed_side_ends_its_experiment_with_the_reason(tmp_path, monkeypatch
         (en,) = run.manifest["claims"]
     assert en["status"] == "failed" and "out of memory" in en["reason"] and en["verdict"] is None
     assert {r["status"] for r in stored.values()} == {"oom"}  # each case stored with its reason
+
+
+def test_a_pair_of_one_recipe_name_is_labelled_by_the_knobs_it_changed(tmp_path, monkeypatch):
+    """The smoke sweep's amp pair is `single` on both sides: its line says which precision each ran."""
+    from bench.harness.experiments import line, run_experiments
+    from bench.harness.run import Run
+    from bench.store.tree import Store
+    a = Case(device="cpu", batch_size=2, image_size=32, name="single")
+    b = a.replace(precision="bf16")
+    _stand_in(monkeypatch, {"single": [100.0, 110.0, 110.0, 100.0]})
+    with Run(Store(tmp_path), out=io.StringIO()) as run:
+        run_experiments(run, experiments.find([a, b]), [a, b], {a.case_id: "s", b.case_id: "s"}, 60, max_rounds=2)
+        (en,) = run.manifest["claims"]
+        text = line(run.manifest, en)
+    assert text.startswith("amp: single (fp32) -> single (bf16), 1 GPU(s)")
+    (ans,) = [x for x in answers.answers(query.load([tmp_path])[0]) if x.claim.id == "amp"]
+    assert ans.latest.pair == "single (fp32) -> single (bf16), 1 GPU(s)"
 
 
 def test_the_committed_results_answer_per_machine_with_the_latest_decided_verdict(capsys):

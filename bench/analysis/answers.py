@@ -51,7 +51,18 @@ def from_experiment(m: dict, en: dict) -> Evidence | None:
         detail = f"about {en['more_pairs']} more pair(s) would decide it" + (f"; {detail}" if detail else "")
     return Evidence(en["claim"], en["verdict"], effect, f"{n} pair(s)", m.get("commit_folder", "?"), (m["run_id"],),
                     m.get("finished_at") or m.get("started_at", ""),
-                    f"{en['before']['name']} -> {en['after']['name']}, {en['gpus']} GPU(s)", detail)
+                    f"{pair_label(en)}, {en['gpus']} GPU(s)", detail)
+
+
+def pair_label(en: dict) -> str:
+    """`before -> after` by their recipe names; where both share one name, each with the knobs it set."""
+    a, b = en["before"], en["after"]
+    if a["name"] != b["name"] or not a.get("knobs"):
+        return f"{a['name']} -> {b['name']}"
+
+    def knobs(side):
+        return ", ".join(str(v) if isinstance(v, str) else f"{k}={v}" for k, v in side["knobs"].items())
+    return f"{a['name']} ({knobs(a)}) -> {b['name']} ({knobs(b)})"
 
 
 def from_records(claim: claimsmod.Claim, e: dict, commit: str) -> Evidence | None:

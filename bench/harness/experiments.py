@@ -26,9 +26,11 @@ needed five pairs there. On the CPU the smoke sweep's tiny cases take seconds a 
 
 def entry(e: ex.Experiment, sweep_of: dict) -> dict:
     """What the manifest keeps of one experiment before its first pair."""
-    side = {k: {"case_id": c.case_id, "name": c.name, "sweep": sweep_of[c.case_id]}
+    knobs = sorted(differing_fields(e.before, e.after))
+    side = {k: {"case_id": c.case_id, "name": c.name, "sweep": sweep_of[c.case_id],
+                "knobs": {n: getattr(c, n) for n in knobs}}  # what the pair changed, named where the names agree
             for k, c in (("before", e.before), ("after", e.after))}
-    return {"claim": e.claim.id, "gpus": e.before.gpus, **side, "knobs": sorted(differing_fields(e.before, e.after)),
+    return {"claim": e.claim.id, "gpus": e.before.gpus, **side, "knobs": knobs,
             "measures": "allreduce_calls_per_step" if e.counted else "images_per_s", "pairs": [],
             "status": "measuring", "reason": "", "verdict": None}
 
@@ -123,5 +125,5 @@ def line(manifest: dict, en: dict) -> str:
     as the answers show it (analysis/answers.from_experiment)."""
     ev = answers.from_experiment(manifest, en)
     if ev is None:  # failed, or stopped before its first verdict
-        return f"{en['claim']}: {en['before']['name']} -> {en['after']['name']}: {en['status']} ({en['reason']})"
+        return f"{en['claim']}: {answers.pair_label(en)}: {en['status']} ({en['reason']})"
     return f"{ev.claim}: {ev.pair}, 95% interval from {ev.basis}: {ev.effect}: {ev.verdict}" + (f"; {ev.detail}" if ev.detail else "")
