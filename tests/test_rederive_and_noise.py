@@ -107,7 +107,7 @@ def test_a_large_effect_without_intervals_is_shown_not_judged_by_a_borrowed_nois
         in v["evidence"] and "assumed" not in v["evidence"]
 
 
-def _store_run(root, run, records, floor, floor_end=None):
+def _store_run(root, run, records, floor, floor_end=None, **manifest_fields):
     for d in records:
         d["run_id"] = run
         path = root / "m" / "abc" / "s" / d["case"]["name"] / f"{run}.json"
@@ -117,7 +117,8 @@ def _store_run(root, run, records, floor, floor_end=None):
     manifest.parent.mkdir(parents=True, exist_ok=True)
     named = {"case_id": "noise-floor-x"}
     manifest.write_text(json.dumps({"run_id": run, "machine": "m", "noise_floor": {**floor, **named},
-                                    "noise_floor_end": {**floor_end, **named} if floor_end else None}))
+                                    "noise_floor_end": {**floor_end, **named} if floor_end else None,
+                                    **manifest_fields}))
 
 
 def _workers_pair():
@@ -178,6 +179,14 @@ def test_a_run_too_noisy_to_judge_names_the_verdicts_that_stand_anyway(tmp_path)
     assert "its verdicts are inconclusive" not in text  # no line that the claims section contradicts
     v = claims.evaluate(next(c for c in claims.CLAIMS if c.id == "accumulation-fewer-allreduces"), records)
     assert v["verdict"] == claims.FAILS
+
+
+def test_an_interrupted_run_says_so_beside_its_noise_floor(tmp_path):
+    from bench.present import report
+    _store_run(tmp_path, "cut", _workers_pair(), {"images_per_s": [100.0, 101.0, 99.0], "n": 3, "rel_sd": 0.01},
+               interrupted=True, finished_at="2026-12-06T06:49:05+00:00")
+    text = " ".join(" ".join(report.noise_floor_lines(query.load([tmp_path])[0])).split())
+    assert "run cut: noise floor 1.00%" in text and "interrupted at 2026-12-06T06:49:05+00:00 before its end" in text
 
 
 def test_a_stored_span_that_never_updated_is_read_as_failed():

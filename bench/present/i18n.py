@@ -35,6 +35,7 @@ TEXT = {
         "runs_title": "Runs and noise",
         "floor": "run {run}: noise floor {sd}% (process-to-process sd of {case} over {n} fresh processes at the start)",
         "floor_end": "; at the end {sd}% over {n}, median moved {drift}%",
+        "interrupted": "; interrupted at {at} before its end (every case it finished is stored)",
         "no_floor": "run {run}: no noise floor measured; {k} process(es) per case",
         "runs_used": "runs used: the latest run of each case ({runs})",
         "old_defs": "{n} record(s) were made under an older metric definition and lack what today's needs: shown "
@@ -95,6 +96,7 @@ TEXT = {
         "runs_title": "运行与噪声",
         "floor": "运行 {run}：噪声基线 {sd}%（{case} 在开始时 {n} 个新进程之间的标准差）",
         "floor_end": "；结束时 {n} 个进程 {sd}%，中位数变化 {drift}%",
+        "interrupted": "；于 {at} 在结束前被中断（已完成的用例均已保存）",
         "no_floor": "运行 {run}：未测量噪声基线；每个用例 {k} 个进程",
         "runs_used": "所用运行：每个用例的最新一次运行（{runs}）",
         "old_defs": "{n} 条记录按旧的指标定义测得，且缺少按现行定义重算所需的数据：仅显示（标 *），不参与判定",

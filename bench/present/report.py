@@ -98,9 +98,11 @@ def noise_floor_lines(records: list[Record], lang: str = "en") -> list[str]:
                           case=start["case_id"].rsplit("-", 1)[0], n=start["n"])
             if (drift := noise.floor_drift_pct(m)) is not None:
                 text += i18n.t(lang, "floor_end", sd=f"{100 * end['rel_sd']:.2f}", n=end["n"], drift=f"{drift:+.1f}")
-            lines += wrap("- " + text)
         else:
-            lines += wrap("- " + i18n.t(lang, "no_floor", run=run_id, k=m.get("processes", 1)))
+            text = i18n.t(lang, "no_floor", run=run_id, k=m.get("processes", 1))
+        if m.get("interrupted"):
+            text += i18n.t(lang, "interrupted", at=m.get("finished_at") or "?")
+        lines += wrap("- " + text)
     return lines
 
 
