@@ -341,9 +341,9 @@ def test_a_stored_yardstick_is_reused_not_measured_again():
 def test_render_fits_a_terminal_and_names_the_recipe():
     standin = StandIn({("optimizer_impl", "fused"): 6.0})
     out = search(standin).run(BASE, 1, with_compile=False)
-    text = recommend_text.render([out], 600, {1: "results/m/c/recommend/recipe_1gpu.py"})
+    text = recommend_text.render([out], 600, {1: "results/m/recipes/recipe_1gpu.py"})
     assert "best: single, fp16, NHWC, SGD fused, synthetic, batch 256" in text
-    assert "recipe: results/m/c/recommend/recipe_1gpu.py" in text
+    assert "recipe: results/m/recipes/recipe_1gpu.py" in text
     assert "article's baseline (dp, fp32)" in text and "| runner-up: " in text
     assert max(len(ln) for ln in text.splitlines()) <= 120
 
@@ -368,7 +368,8 @@ def test_recommend_on_the_cpu_stores_every_candidate_and_writes_a_recipe_that_ru
     (manifest,) = tmp_path.rglob("runs/*.json")
     summary = json.loads(manifest.read_text())["recommend"][0]
     assert summary["gpus"] == 1 and summary["best_images_per_s"] > 0
-    (script,) = tmp_path.rglob("recommend/recipe_1gpu.py")
+    (script,) = tmp_path.rglob("recipes/recipe_1gpu.py")
+    assert script.relative_to(tmp_path).parts[1:] == ("recipes", "recipe_1gpu.py")  # <machine>/recipes/: the latest
     assert summary["recipe"] == str(script.relative_to(tmp_path))  # inside the results tree, wherever it lies
     assert f"recipe: {script}" in out.stdout  # printed so the user can open it from where they ran the command
     ran = subprocess.run([sys.executable, str(script), "--warmup", "1", "--steps", "2", "--windows", "2"],
@@ -387,7 +388,8 @@ def test_a_ddp_recipe_runs_under_torchrun_on_gloo(tmp_path, tiny):
     path = recipe.write(case, record, "ddp, fp32", tmp_path)
     assert path.name == "recipe_2gpu.py" and "torchrun --standalone --nproc-per-node 2" in path.read_text()
     again = recipe.write(case, {**record, "run_id": "r2"}, "ddp, fp32", tmp_path)
-    assert again == path and (tmp_path / "recipe_2gpu.r1.py").exists()  # an earlier recipe is kept
+    assert again == path and sorted(p.name for p in tmp_path.iterdir()) == ["recipe_2gpu.py"]  # the latest only
+    assert ", run r2" in path.read_text()
     ran = subprocess.run([sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node", "2",
                           str(path), "--warmup", "1", "--steps", "2", "--windows", "1"],
                          capture_output=True, text=True, timeout=300)

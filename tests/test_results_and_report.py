@@ -1,6 +1,7 @@
 import json
 import re
 import shutil
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -276,3 +277,45 @@ def test_the_one_atomic_write_never_replaces_a_record_and_leaves_no_temporary(tm
         files.write_json_atomic(path, {"x": 2}, replace=False)
     files.write_json_atomic(path, {"x": 3})  # a manifest is rewritten as its run goes on
     assert json.loads(path.read_text()) == {"x": 3} and [p.name for p in path.parent.iterdir()] == ["r.json"]
+
+
+def test_each_committed_machine_page_is_what_the_report_writes_now():
+    """results/<machine>/README.md holds that machine's answers as generated: it cannot drift from the
+    stored results or the code (regenerate it with `bin/bench report`)."""
+    recs = query.load([tree.DEFAULT_ROOT])[0]
+    machines = sorted({r.machine for r in recs})
+    assert len(machines) >= 3
+    for machine in machines:
+        folder = tree.DEFAULT_ROOT / machine
+        mine = [r for r in recs if r.machine == machine]
+        reports = {c: f"{c}/REPORT.md" for c in {r.commit for r in mine} if (folder / c / "REPORT.md").is_file()}
+        recipes = sorted(f"recipes/{p.name}" for p in (folder / "recipes").glob("*.py"))
+        page = (folder / tree.MACHINE_PAGE).read_text()
+        assert page == report.answers_text.machine_page(machine, mine, reports, recipes), machine
+        for link in re.findall(r"\]\(([^)]+)\)", page):
+            assert (folder / link).is_file(), link  # every link of the page lands on a committed file
+
+
+def test_a_machine_page_is_rewritten_only_where_it_changed(tmp_path):
+    root = tmp_path / "r"
+    shutil.copytree(FIXTURES, root)
+    recs = query.load([root])[0]
+    first = report.write_machine_pages(recs, root)
+    assert first and all(p.name == "README.md" and p.parent.parent == root for p in first)
+    stamps = {p: p.stat().st_mtime_ns for p in first}
+    assert report.write_machine_pages(recs, root) == []  # nothing changed: nothing written
+    assert {p: p.stat().st_mtime_ns for p in first} == stamps
+    assert query.load([root])[0] and len(query.load([root])[0]) == len(recs)  # a page is not a result
+
+
+def test_files_nobody_named_go_to_the_ignored_build_folder_for_this_checkout(tmp_path, capsys):
+    from bench.cli.main import main
+    assert tree.generated_folder(tree.DEFAULT_ROOT, "report") == tree.DEFAULT_ROOT.parent / "build" / "report"
+    assert tree.generated_folder(tmp_path, "report") is None  # another results tree keeps its files beside it
+    shutil.copytree(FIXTURES, tmp_path / "r")
+    assert main(["report", "--results", str(tmp_path / "r")]) == 0
+    assert (tmp_path / "r" / "REPORT.md").is_file()
+    paths = ["build/report/REPORT.md", "build/history/m/x.png"]
+    ignored = subprocess.run(["git", "check-ignore", *paths], cwd=tree.DEFAULT_ROOT.parent, capture_output=True,
+                             text=True)
+    assert ignored.stdout.split() == paths  # git keeps build/ out of the checkout

@@ -157,6 +157,8 @@ def command(a) -> int:
     if stored:  # REPORT.md beside this commit's results, from everything stored for it
         folder = store.root / run.machine / run.commit
         print(f"\nwrote {report.write_report(stored, folder, a.lang, assumed=assumed)} (and its plots)")
+        for page in report.write_machine_pages(machine, store.root):
+            print(f"wrote {page}")
     # the answers last, on screen when the run ends: this machine's, this run's verdicts among them
     print("\n" + answers_text.machine_answers(run.machine, machine))
     return 0

@@ -31,6 +31,9 @@ def base_for(gpus: int | None) -> tuple[int, Case, str]:
                      "gloo ranks for ddp)")
 
 
+RECIPES_FOLDER = "recipes"
+
+
 def recommend(store: Store, dist: DistArgs, gpus: int, base: Case, budget_s: float, data_dir: str,
               with_compile: bool, final_processes: int, floor_processes: int,
               write_recipe, confirm_processes: int = search.CONFIRM_PROCESSES) -> tuple[list[search.Outcome], dict]:
@@ -60,7 +63,8 @@ def recommend(store: Store, dist: DistArgs, gpus: int, base: Case, budget_s: flo
                                on_floor=adopt_floor, confirm_processes=confirm_processes)
         print(f"recommend: {', '.join(map(str, counts))} {'GPU' if base.device == 'cuda' else 'CPU rank'}(s), budget "
               f"{budget_s / 60:.1f} min, run {run.run_id}; every candidate is stored")
-        outcomes, written, folder = [], {}, store.root / run.machine / run.commit / search.SWEEP
+        # the winners' scripts: the machine's latest, one per GPU count and input, not a copy per commit
+        outcomes, written, folder = [], {}, store.root / run.machine / RECIPES_FOLDER
         for i, n in enumerate(counts):
             outcome = finder.run(base, n, data_dir, with_compile=with_compile, budget_share=1 / (len(counts) - i))
             outcomes.append(outcome)

@@ -86,13 +86,10 @@ def queues_line(connections: int) -> str:
 
 
 def write(case: Case, record: dict, label: str, folder: Path) -> Path:
-    """Write the recipe beside the results; an earlier run's recipe for the same GPU count and input is
-    kept under its run id rather than replaced."""
+    """Write the recipe into the machine's recipes folder, replacing the one a run before wrote for the
+    same GPU count and input: the machine's latest winner. The records it came from stay stored, and
+    the script names its run, so an older one is `bench run` of that record away."""
     folder.mkdir(parents=True, exist_ok=True)
     path = folder / file_name(case)
-    if path.exists():
-        old = path.read_text()
-        run = next((ln.split("run ")[-1].rstrip(":") for ln in old.splitlines() if ", run " in ln), "earlier")
-        path.rename(path.with_name(f"{path.stem}.{run}.py"))
     path.write_text(render(case, record, label))
     return path

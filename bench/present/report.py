@@ -10,7 +10,7 @@ from ..core.identity import differing_fields
 from ..core.labels import describe, noise as noise_text, profile_text
 from ..store import query
 from ..store.record import Record
-from ..store.tree import DEFAULT_ROOT
+from ..store.tree import DEFAULT_ROOT, MACHINE_PAGE
 from . import answers_text, i18n, plots
 from .article import article_table, details_table, seed_table
 from .cases import cases_table, full_table, short_labels
@@ -207,6 +207,24 @@ def write_report(records: list[Record], out_dir: Path, lang: str = "en", wide: b
     path.write_text(i18n.t(lang, "report_head") + "\n\n" + render(records, lang, write_plots(records, out_dir), wide,
                                                                   assumed) + "\n")
     return path
+
+
+def write_machine_pages(records: list[Record], root: Path) -> list[Path]:
+    """Each machine's page, root/<machine>/README.md, from every record of that machine given: written
+    only where its text changed, so a page of results that did not change is left as it is."""
+    written = []
+    for machine, mine in query.newest_first(records, "machine"):
+        folder = Path(root) / machine
+        if not folder.is_dir():
+            continue
+        reports = {c: f"{c}/REPORT.md" for c in {r.commit for r in mine} if (folder / c / "REPORT.md").is_file()}
+        recipes = sorted(f"recipes/{p.name}" for p in (folder / "recipes").glob("*.py"))
+        text = answers_text.machine_page(machine, mine, reports, recipes)
+        page = folder / MACHINE_PAGE
+        if not page.is_file() or page.read_text() != text:
+            page.write_text(text)
+            written.append(page)
+    return written
 
 
 def write_plots(records: list[Record], out_dir: Path) -> dict:

@@ -25,6 +25,17 @@ NOT_RESULT_DIRS = {RUNS_DIR, "comparisons"}  # run manifests; compare --json fil
 # `pytest --benchmark-autosave` runs kept beside a commit's results are pytest-benchmark's own format
 PYTEST_BENCHMARK_DIR = "pytest-benchmark"
 DEFAULT_ROOT = Path(__file__).resolve().parents[2] / "results"
+GENERATED_ROOT = DEFAULT_ROOT.parent / "build"
+"""Where commands put files nobody named (the whole report, history plots) when they read this
+checkout's results: build/, which .gitignore keeps out, so the checkout stays clean."""
+MACHINE_PAGE = "README.md"
+"""Each machine folder's generated page: what its stored results answer, with links."""
+
+
+def generated_folder(results_root: Path | str, name: str) -> Path | None:
+    """build/<name> for this checkout's own results; None for a results tree elsewhere (its commands
+    write beside it, as they always have)."""
+    return GENERATED_ROOT / name if Path(results_root).resolve() == DEFAULT_ROOT else None
 
 
 def commit_folder(env: dict) -> str:
