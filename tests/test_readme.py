@@ -1,7 +1,9 @@
-"""README's table of commands, run as written in a copy of this repository, each against the exit
-code README states for a machine with no GPU: README cannot drift from the code. The code checked is
-the bench command's own: through make, the `Error N` line make prints for the command it ran (make
-itself exits 2 for any failure)."""
+"""README as a manual that cannot drift: its table of commands, run as written in a copy of this
+repository (a git checkout of its own), each against the exit code README states for a machine with
+no GPU; each output excerpt checked against what its command prints now (or against the committed log
+it quotes); the copy's `git status` clean after all of them; README within 300 lines. Through make,
+the code checked is the bench command's own: the `Error N` line make prints for the command it ran
+(make itself exits 2 for any failure)."""
 import os
 import re
 import shutil
@@ -12,12 +14,12 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
+README = (ROOT / "README.md").read_text()
 pytestmark = pytest.mark.slow
 
 
 def readme_commands() -> list[tuple[str, int]]:
-    text = (ROOT / "README.md").read_text()
-    section = text.split("## Every command, and what it returns on a machine with no GPU", 1)[1].split("\n## ", 1)[0]
+    section = README.split("## Every command, and what it returns on a machine with no GPU", 1)[1].split("\n## ", 1)[0]
     rows = []
     for line in section.splitlines():
         cells = [c.strip() for c in line.strip().strip("|").split("|")]
@@ -30,33 +32,99 @@ def readme_commands() -> list[tuple[str, int]]:
     return rows
 
 
-def test_the_table_lists_the_commands_a_user_needs():
+EXCERPT = re.compile(r"<!-- excerpt(?P<vary> \(numbers vary\))?(?::(?P<cmd>[^>]+)| from (?P<file>\S+)) -->\n"
+                     r"```text\n(?P<body>.*?)```", re.S)
+
+
+def excerpts() -> list[dict]:
+    return [{"command": (m["cmd"] or "").strip(), "file": m["file"], "vary": bool(m["vary"]),
+             "chunks": [c.strip("\n").splitlines() for c in re.split(r"^\.\.\.\n", m["body"], flags=re.M)]}
+            for m in EXCERPT.finditer(README)]
+
+
+def normal(line: str, vary: bool) -> str:
+    """A line as compared: spaces collapsed, rules of dashes shortened, numbers masked where they vary."""
+    if vary:
+        line = re.sub(r"\d+(?:[.,]\d+)*", "N", line)
+    return re.sub(r"-{3,}", "---", " ".join(line.split()))
+
+
+def appears_in_order(chunks: list[list[str]], lines: list[str], vary: bool) -> bool:
+    """Each chunk as a block of consecutive lines, the chunks in their order."""
+    text = [normal(ln, vary) for ln in lines]
+    at = 0
+    for chunk in chunks:
+        want = [normal(ln, vary) for ln in chunk]
+        found = next((i for i in range(at, len(text) - len(want) + 1) if text[i:i + len(want)] == want), None)
+        if found is None:
+            return False
+        at = found + len(want)
+    return True
+
+
+def test_the_readme_is_a_manual_of_at_most_300_lines():
+    assert len(README.splitlines()) <= 300
     commands = [c for c, _ in readme_commands()]
-    for needed in ("make report", "make bench SWEEP=tiny", "bin/bench run --help", "bin/bench env"):
+    for needed in ("make report", "make bench SWEEP=tiny", "bin/bench run --help", "bin/bench env", "bin/bench claims"):
         assert needed in commands
     assert any(c.startswith("make compare") for c in commands) and len(commands) >= 15
+    assert len(excerpts()) == 5  # one for each of the five tasks
 
 
 @pytest.fixture(scope="module")
 def copy(tmp_path_factory):
-    """The tracked tree in a fresh folder, with this test run's Python standing in for `.venv`."""
+    """The tracked tree in a fresh folder made a git checkout, with this test run's Python standing in
+    for `.venv`, and what each command printed there."""
     dst = tmp_path_factory.mktemp("readme") / "repo"
-    files = subprocess.run(["git", "ls-files", "--cached", "--others", "--exclude-standard"], cwd=ROOT, capture_output=True, text=True, check=True).stdout.split("\n")
+    files = subprocess.run(["git", "ls-files", "--cached", "--others", "--exclude-standard"], cwd=ROOT,
+                           capture_output=True, text=True, check=True).stdout.split("\n")
     for f in filter(None, files):
         if (ROOT / f).exists():
             (dst / f).parent.mkdir(parents=True, exist_ok=True)
             shutil.copy2(ROOT / f, dst / f)
     (dst / ".venv").symlink_to(Path(sys.prefix))  # what make built; make itself is told the same Python
-    return dst
+    git = ["git", "-c", "user.name=readme", "-c", "user.email=readme@example.invalid"]
+    subprocess.run(git + ["init", "-q"], cwd=dst, check=True)
+    (dst / ".git" / "info" / "exclude").write_text(".venv\n")  # a link here, a folder in a real checkout
+    subprocess.run(git + ["add", "-A"], cwd=dst, check=True)
+    subprocess.run(git + ["commit", "-qm", "copy"], cwd=dst, check=True)
+    return dst, {}
+
+
+def run(copy, command: str, tmp: Path) -> subprocess.CompletedProcess:
+    """The command in the copy, once: its output is kept for the excerpts."""
+    dst, ran = copy
+    if command not in ran:
+        env = dict(os.environ, PY=sys.executable, BENCH_DATA_CACHE=str(tmp / "cache"))
+        env.pop("BENCH_COMMIT", None)
+        ran[command] = subprocess.run(command, shell=True, cwd=dst, env=env, capture_output=True, text=True,
+                                      timeout=900)
+    return ran[command]
 
 
 @pytest.mark.parametrize("command, code", readme_commands(), ids=[c[:60] for c, _ in readme_commands()])
 def test_readme_command_runs_as_written(copy, command, code, tmp_path):
-    env = dict(os.environ, PY=sys.executable, BENCH_DATA_CACHE=str(tmp_path / "cache"))
-    env.pop("BENCH_COMMIT", None)
-    out = subprocess.run(command, shell=True, cwd=copy, env=env, capture_output=True, text=True, timeout=900)
+    out = run(copy, command, tmp_path)
     assert own_code(command, out) == code, f"{command}\n{out.stdout[-3000:]}\n{out.stderr[-3000:]}"
     assert "Traceback" not in out.stdout + out.stderr
+
+
+@pytest.mark.parametrize("excerpt", excerpts(), ids=[e["command"][:40] or e["file"][-40:] for e in excerpts()])
+def test_each_excerpt_is_what_its_command_prints_now(copy, excerpt, tmp_path):
+    if excerpt["file"]:  # a GPU run's log, committed: the excerpt quotes it, timestamps left off
+        lines = [re.sub(r"^\d\d:\d\d:\d\d ", "", ln) for ln in (ROOT / excerpt["file"]).read_text().splitlines()]
+    else:
+        out = run(copy, excerpt["command"], tmp_path)
+        assert out.returncode == 0, out.stdout[-2000:] + out.stderr[-2000:]
+        lines = out.stdout.splitlines()
+    assert appears_in_order(excerpt["chunks"], lines, excerpt["vary"]), "\n".join(lines[:60])
+
+
+def test_the_checkout_is_clean_after_every_command(copy):
+    dst, ran = copy
+    assert ran, "no command ran before this test"
+    status = subprocess.run(["git", "status", "--porcelain"], cwd=dst, capture_output=True, text=True, check=True)
+    assert status.stdout == "", status.stdout
 
 
 def own_code(command: str, out: subprocess.CompletedProcess) -> int:
@@ -73,3 +141,11 @@ def test_make_reports_the_commands_own_code():
     assert own_code("make bench", failed) == 1
     assert own_code("make bench", subprocess.CompletedProcess("make x", 0, "", "")) == 0
     assert own_code("bin/bench env", subprocess.CompletedProcess("x", 2, "", "")) == 2
+
+
+def test_an_excerpt_must_appear_in_order_and_whole():
+    lines = ["a 1", "b 22", "c", "d"]
+    assert appears_in_order([["a 1", "b 22"], ["d"]], lines, False)
+    assert not appears_in_order([["a 1", "c"]], lines, False)  # not consecutive
+    assert not appears_in_order([["c"], ["a 1"]], lines, False)  # out of order
+    assert appears_in_order([["b 7"]], lines, True) and not appears_in_order([["b 7"]], lines, False)

@@ -19,6 +19,7 @@ def render(c: Comparison, wide: bool = False) -> str:
     notes = [ln for i, text in enumerate(assumed, 1) for ln in wrap(f"[n{i}] {text}")]
     counts = ", ".join(f"{n} {v}" for v, n in sorted(c.summary()["counts"].items()))
     shown, ids = fit(table, ["case", "images/s a", "images/s b", "change", "noise (95%)", "verdict"], wide=wide)
+    answer = f"{c.kind}, b against a: {counts}"  # the answer first, and again last, beside what it compared
     closing = [f"a: {c.a['label']}", f"b: {c.b['label']}",
                f"kind: {c.kind}; {counts}; each verdict weighs the change {c.method}"]
-    return "\n".join([shown, *ids, *notes, "", *(ln for text in closing for ln in wrap(text))])
+    return "\n".join([*wrap(answer), "", shown, *ids, *notes, "", *(ln for text in closing for ln in wrap(text))])
