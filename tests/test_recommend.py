@@ -348,16 +348,30 @@ def test_render_fits_a_terminal_and_names_the_recipe():
     assert max(len(ln) for ln in text.splitlines()) <= 120
 
 
-@pytest.mark.slow
-def test_recommend_on_the_cpu_stores_every_candidate_and_writes_a_recipe_that_runs(tmp_path):
-    out = subprocess.run([sys.executable, "-m", "bench", "recommend", "--gpus", "1", "--budget", "45s", "--no-compile",
-                          "--floor-processes", "2", "--final-processes", "1", "--results", str(tmp_path)],
-                         cwd=ROOT, capture_output=True, text=True, timeout=600, env={**__import__("os").environ,
-                                                                                      "BENCH_SKIP_PEAK": "1"})
+@pytest.fixture(scope="module")
+def recommended(tmp_path_factory):
+    """One recommend search on the CPU, fed by a JPEG folder too, that both tests below read: (its
+    output, its results tree, the folder)."""
+    from bench.data import generate
+    tmp = tmp_path_factory.mktemp("recommend")
+    data = tmp / "jpegs"
+    # enough for a window at any batch the search can reach: up to 4x the start's 8, 4 steps a window
+    # (with 64, a search whose 3x batch won refused the loader stage: "reads 96 per rank")
+    generate.make_dataset(data, 128, 4, seed=1, workers=2, echo=lambda m: None)
+    out = subprocess.run([sys.executable, "-m", "bench", "recommend", "--gpus", "1", "--budget", "60s", "--no-compile",
+                          "--floor-processes", "2", "--final-processes", "1", "--data", str(data),
+                          "--results", str(tmp / "r")], cwd=ROOT, capture_output=True, text=True, timeout=600,
+                         env={**__import__("os").environ, "BENCH_SKIP_PEAK": "1"})
     assert out.returncode == 0, out.stdout + out.stderr
+    return out, tmp / "r", data
+
+
+@pytest.mark.slow
+def test_recommend_on_the_cpu_stores_every_candidate_and_writes_a_recipe_that_runs(recommended):
+    out, tmp_path, _ = recommended
     stored = list(tmp_path.rglob("recommend/*/*.json"))
     if "fastest configuration measured" in out.stdout:
-        # on a 2-core CPU the article's fp32 DataParallel baseline can outrun every candidate the 45 s allow:
+        # on a 2-core CPU the article's fp32 DataParallel baseline can outrun every candidate the budget allows:
         # then it is the answer, said so, and no script is written for a DataParallel set-up
         assert "best: dp" in out.stdout and "recipe: none written" in out.stdout
         assert not list(tmp_path.rglob("recipe_1gpu.py"))
@@ -702,25 +716,16 @@ def test_a_jpeg_recipe_runs_on_a_jpeg_folder(tmp_path, tiny, loader):
 
 
 @pytest.mark.slow
-def test_recommend_with_a_jpeg_folder_on_the_cpu_writes_a_jpeg_recipe_that_runs(tmp_path):
-    from bench.data import generate
-    data = tmp_path / "jpegs"
-    # enough for a window at any batch the search can reach: up to 4x the start's 8, 4 steps a window
-    # (with 64, a search whose 3x batch won refused the loader stage: "reads 96 per rank")
-    generate.make_dataset(data, 128, 4, seed=1, workers=2, echo=lambda m: None)
-    out = subprocess.run([sys.executable, "-m", "bench", "recommend", "--gpus", "1", "--budget", "60s", "--no-compile",
-                          "--floor-processes", "2", "--final-processes", "0", "--data", str(data),
-                          "--results", str(tmp_path / "r")], cwd=ROOT, capture_output=True, text=True, timeout=600,
-                         env={**__import__("os").environ, "BENCH_SKIP_PEAK": "1"})
-    assert out.returncode == 0, out.stdout + out.stderr
-    (manifest,) = (tmp_path / "r").rglob("runs/*.json")
+def test_recommend_with_a_jpeg_folder_on_the_cpu_writes_a_jpeg_recipe_that_runs(recommended):
+    out, results, data = recommended
+    (manifest,) = results.rglob("runs/*.json")
     summary = json.loads(manifest.read_text())["recommend"][0]
     assert summary["fed"] and summary["fed_best_images_per_s"] > 0, out.stdout
     assert re.search(r"\| loader +\| fed by JPEGs: dali cpu ", out.stdout), out.stdout
     if summary["best_case"]["strategy"] == "dp":  # a DataParallel answer gets no script
         assert summary["jpeg_recipe"] is None
         return
-    script = tmp_path / "r" / summary["jpeg_recipe"]
+    script = results / summary["jpeg_recipe"]
     assert script.name == "recipe_1gpu_jpeg.py" and "recipe fed by JPEGs (dali cpu): " in out.stdout
     ran = subprocess.run([sys.executable, str(script), "--data", str(data), "--warmup", "1", "--steps", "2",
                           "--windows", "2"], capture_output=True, text=True, timeout=300)
