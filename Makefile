@@ -46,7 +46,7 @@ bench: $(SETUP)
 # its own, and on no test run (pytest's exit 5)
 TEST_WORKERS ?= 2
 test: $(SETUP)
-	$(PYTHON) -m pytest -q $$($(PYTHON) -c "import xdist" 2>/dev/null && echo "-n $(TEST_WORKERS)") -m "not serial" tests
+	$(PYTHON) -m pytest -q $$($(PYTHON) -c "import xdist" 2>/dev/null && echo "-n $(TEST_WORKERS) --dist loadgroup") -m "not serial" tests
 	$(PYTHON) -m pytest -q -p no:xdist -m serial tests
 
 recommend: $(SETUP)

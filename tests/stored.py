@@ -5,6 +5,13 @@ from pathlib import Path
 from bench.store import query, record
 
 FIXTURES = Path(__file__).parent / "fixtures" / "results"
+RESULTS = Path(__file__).resolve().parents[1] / "results"
+
+
+def committed_machines() -> list[Path]:
+    """The machine folders this repository carries: a CPU machine's own (results/cpu-*, which
+    .gitignore keeps out, left by a `make bench` here) is not part of what tests read as committed."""
+    return sorted(p for p in RESULTS.iterdir() if p.is_dir() and not p.name.startswith("cpu-"))
 
 
 def current(rec: dict, half_pct: float = 1.0, run_id: str = "20260101T000000Z-aaaa", **metrics) -> dict:

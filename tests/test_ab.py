@@ -144,14 +144,14 @@ def test_repo(tmp_path):
 def test_ab_on_two_worktrees_catches_a_slowed_side(test_repo, tmp_path):
     repo, one, two = test_repo
     results = tmp_path / "results"
-    run = subprocess.run([sys.executable, "-m", "bench", "ab", one, two, "tiny", "--only", "single-*", "--pairs", "3",
+    run = subprocess.run([sys.executable, "-m", "bench", "ab", one, two, "tiny", "--only", "single-*", "--pairs", "2",
                           "--floor-processes", "2", "--b-env", "BENCH_INJECT_SLOWDOWN_PCT=150",
                           "--results", str(results)], cwd=repo, capture_output=True, text=True, timeout=600)
     doc = json.loads(next(results.rglob("ab-*.json")).read_text())
     case = doc["cases"][0]
     # 2.5 times the step time on b: about -60%. A busy 2-core machine can still widen the interval past
     # it, so the verdict may be `within noise`, but the exit code always follows the verdict
-    assert case["pairs"] == 3 and case["delta_pct"] < -30 and case["verdict"] in ("slower", "within noise")
+    assert case["pairs"] == 2 and case["delta_pct"] < -30 and case["verdict"] in ("slower", "within noise")
     slower = case["verdict"] == "slower"
     assert run.returncode == (1 if slower else 0), run.stdout + run.stderr
     assert (f"kind: A/B; 1 {case['verdict']}" in run.stdout) and (
@@ -159,7 +159,7 @@ def test_ab_on_two_worktrees_catches_a_slowed_side(test_repo, tmp_path):
     assert doc["summary"]["exit_code"] == run.returncode and doc["ab"]["interrupted"] is False
     procs = doc["ab"]["processes"]
     # the floor on a, then pairs in ABBA order; each side's worker imported from its own worktree
-    assert [p["side"] for p in procs] == ["a", "a", "a", "b", "b", "a", "a", "b"]
+    assert [p["side"] for p in procs] == ["a", "a", "a", "b", "b", "a"]
     roots = {side: {Path(p["worker_root"]).name for p in procs if p["side"] == side} for side in "ab"}
     assert roots == {"a": {f"a-{one[:12]}"}, "b": {f"b-{two[:12]}"}}
     assert all(p["phases_s"]["windows_s"] > 0 for p in procs)

@@ -11,7 +11,7 @@ from bench.core import paired, sweeps
 from bench.core.case import Case
 from bench.core.verdicts import FAILS, HOLDS, INCONCLUSIVE, interval_verdict
 from bench.store import query
-from stored import ok_process
+from stored import committed_machines, ok_process
 
 RESULTS = Path(__file__).resolve().parents[1] / "results"
 
@@ -166,7 +166,7 @@ def test_bench_report_leads_with_the_answers_within_120_columns(capsys):
     assert "912.9 +-1.5% (183.2)" in out and "+222.6% +-2.2% (-)" in out  # the improvement with its noise
     assert max(len(ln) for ln in out.splitlines()) <= 120
     assert "# 1x-nvidia-h200, commit" not in out  # the commits' details only with --all
-    assert main(["report", "--no-files"]) == 0
+    assert main(["report", "--no-files", *map(str, committed_machines())]) == 0
     whole = capsys.readouterr().out
     first = whole.splitlines()[0]
     assert first.endswith(": the answers (latest evidence from 3 commit(s))")  # the newest machine first: one H100

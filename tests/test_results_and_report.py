@@ -10,7 +10,7 @@ from bench.core import files
 from bench.present import article, cases, exports, report
 from bench.present import text as layout
 from bench.store import query, record, tree
-from stored import fixture_records
+from stored import committed_machines, fixture_records
 
 FIXTURES = Path(__file__).parent / "fixtures" / "results"
 GOLDEN = Path(__file__).parent / "golden"
@@ -132,7 +132,7 @@ def test_the_csv_export_is_tidy_and_typed(tmp_path):
     """One row per record with machine, commit, run and every knob; numbers numeric, the interval as two
     columns; records of two machines and two runs of one case stay apart."""
     import pandas as pd
-    recs = query.load([FIXTURES, tree.DEFAULT_ROOT])[0]
+    recs = query.load([FIXTURES, *committed_machines()])[0]
     every, seed = exports.write_csv(recs, tmp_path / "out.csv")
     d = pd.read_csv(every)
     assert len(d) == len(recs) and d["machine"].nunique() >= 3 and d["run_id"].notna().all()
@@ -217,7 +217,7 @@ def test_machine_peak_file_is_not_a_result(tmp_path):
 def test_the_default_report_fits_a_terminal_with_the_articles_table_first(lang):
     """On the fixtures and on every committed result: no line over 120 columns (a Chinese character
     takes two), the article's table within 100, and it comes first in every machine's section."""
-    recs = query.load([FIXTURES, tree.DEFAULT_ROOT])[0]
+    recs = query.load([FIXTURES, *committed_machines()])[0]
     text = report.render(recs, lang)
     lines = text.splitlines()
     assert max(layout.display_width(ln) for ln in lines) <= 120  # result files' paths included
@@ -282,7 +282,7 @@ def test_the_one_atomic_write_never_replaces_a_record_and_leaves_no_temporary(tm
 def test_each_committed_machine_page_is_what_the_report_writes_now():
     """results/<machine>/README.md holds that machine's answers as generated: it cannot drift from the
     stored results or the code (regenerate it with `bin/bench report`)."""
-    recs = query.load([tree.DEFAULT_ROOT])[0]
+    recs = query.load(committed_machines())[0]
     machines = sorted({r.machine for r in recs})
     assert len(machines) >= 3
     for machine in machines:
