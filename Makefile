@@ -1,5 +1,5 @@
 # make bench [GPUS=N] [SWEEP=default|seed|best|strategies|smoke] [DATA=dir]   run a sweep, print the tables
-# make test [TEST_WORKERS=2]                                                     the CPU test suite, in parallel
+# make test                                                                     the CPU test suite
 # make report [TABLE_LANG=zh]                                                       tables from stored results
 # make recommend [GPUS=N] [BUDGET=10m] [DATA=dir]                               the fastest configuration here, as a script
 # make compare A=<commit|run> B=<commit|run> [FAIL_UNDER=5] [FORCE=1] [COMPARE_ARGS=...]  deltas judged against noise
@@ -41,13 +41,8 @@ BUDGET ?= 10m
 bench: $(SETUP)
 	$(PYTHON) -m bench sweep $(SWEEP) $(if $(GPUS),--gpus $(GPUS)) $(if $(DATA),--data $(DATA)) $(BENCH_ARGS)
 
-# the suite in TEST_WORKERS processes (pytest-xdist, where installed: a GPU image may lack it), then
-# the tests marked `serial` (timings that another test's load would bend) alone; each part fails on
-# its own, and on no test run (pytest's exit 5)
-TEST_WORKERS ?= 2
 test: $(SETUP)
-	$(PYTHON) -m pytest -q $$($(PYTHON) -c "import xdist" 2>/dev/null && echo "-n $(TEST_WORKERS) --dist loadgroup") -m "not serial" tests
-	$(PYTHON) -m pytest -q -p no:xdist -m serial tests
+	$(PYTHON) -m pytest -q tests
 
 recommend: $(SETUP)
 	$(PYTHON) -m bench recommend --budget $(BUDGET) $(if $(GPUS),--gpus $(GPUS)) $(if $(DATA),--data $(DATA)) $(BENCH_ARGS)

@@ -27,16 +27,6 @@ TOKEN_PREFIX = f"test{__import__('os').getpid()}-"
 
 
 @pytest.fixture(autouse=True, scope="session")
-def children_outside_xdist():
-    """Under `make test`'s xdist workers, the processes a test starts (a pytest of their own, say) are
-    not xdist workers: pytest-benchmark would read the inherited variable and turn itself off."""
-    import os
-    for name in [n for n in os.environ if n.startswith("PYTEST_XDIST_")]:
-        del os.environ[name]
-    yield
-
-
-@pytest.fixture(autouse=True, scope="session")
 def own_token_prefix():
     import os
     from bench.harness.launch import TOKEN_PREFIX_VAR

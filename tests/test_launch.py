@@ -231,7 +231,6 @@ def test_compile_knob_runs_and_reports_its_first_step(tiny, scope, precision, op
     assert [n for n, on in held.items() if on] == ([options] if options else []) and len(held) == 4
 
 
-@pytest.mark.serial  # its windows' lengths, sized from the warm-up's pace
 def test_a_case_in_fresh_processes_judged_against_the_runs_noise_floor(tmp_path):
     out = subprocess.run([sys.executable, "-m", "bench", "run", "--device", "cpu", "--model", "resnet18",
                           "--num-classes", "10", "--batch-size", "4", "--image-size", "32", "--warmup-steps", "2",

@@ -61,7 +61,6 @@ def test_worker_env_keeps_caches_and_lets_bytecode_be_written(tiny, monkeypatch,
 
 
 @pytest.mark.slow
-@pytest.mark.serial  # when each process starts and ends, against the others'
 def test_the_next_process_starts_ahead_but_never_beside_a_window(tiny):
     from test_launch import leftovers
     first = run_case(tiny, then=tiny)
@@ -82,7 +81,6 @@ def test_the_next_process_starts_ahead_but_never_beside_a_window(tiny):
 
 
 @pytest.mark.slow
-@pytest.mark.serial
 def test_the_run_first_process_starts_ahead_while_the_harness_prepares(tiny, monkeypatch):
     """start_ahead: the floor's first process imports while the data is made, waits untouched, and is the
     one run_case lets go; none is started where start-ahead is off."""

@@ -15,9 +15,7 @@ import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
 README = (ROOT / "README.md").read_text()
-# one xdist worker runs them all, in order: the copy and each command's output are shared, and the
-# clean-checkout check comes after every command
-pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("readme")]
+pytestmark = pytest.mark.slow
 
 
 def readme_commands() -> list[tuple[str, int]]:

@@ -367,7 +367,6 @@ def recommended(tmp_path_factory):
 
 
 @pytest.mark.slow
-@pytest.mark.serial  # a search within a budget: another test's load leaves it fewer candidates
 def test_recommend_on_the_cpu_stores_every_candidate_and_writes_a_recipe_that_runs(recommended):
     out, tmp_path, _ = recommended
     stored = list(tmp_path.rglob("recommend/*/*.json"))
@@ -717,7 +716,6 @@ def test_a_jpeg_recipe_runs_on_a_jpeg_folder(tmp_path, tiny, loader):
 
 
 @pytest.mark.slow
-@pytest.mark.serial
 def test_recommend_with_a_jpeg_folder_on_the_cpu_writes_a_jpeg_recipe_that_runs(recommended):
     out, results, data = recommended
     (manifest,) = results.rglob("runs/*.json")

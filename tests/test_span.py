@@ -10,8 +10,6 @@ import torch
 from bench.worker import loaders, loop as worker
 from bench.worker.context import RankContext
 
-pytestmark = pytest.mark.serial  # window lengths: alone on the machine
-
 PRODUCE_S = 0.08  # one batch per 80 ms: slower than the model, so the loader sets the pace
 QUEUE_DEPTH = 8
 
