@@ -106,6 +106,12 @@ def _usable(records: list[query.Record], include_old: bool) -> list[query.Record
             and not r.case.get("loader_only") and not r.slowed_pct and not r.data.get("measured_as_claim")]
 
 
+def allreduce_verdict(article: float, no_sync: float) -> str:
+    """The fewer-all-reduces claim from one pair of counts: it holds when the article's loop all-reduces
+    no more often than the same loop with no_sync(). A count, not a timing: exact, no noise to weigh."""
+    return HOLDS if article <= no_sync else FAILS
+
+
 def own_noise(a: query.Record, b: query.Record, include_old: bool = False, unreliable: dict | None = None) -> dict:
     """B against A judged by each figure's own 95% interval (verdicts.compare), never a noise borrowed
     from another case; a figure without one, or from a run too noisy to judge by (`unreliable`: run id ->
@@ -179,8 +185,7 @@ def _evaluate_pair(claim: Claim, usable: list[query.Record], include_old: bool, 
         na, nb = a.metrics.get("allreduce_calls_per_step"), b.metrics.get("allreduce_calls_per_step")
         if na is None or nb is None:
             return {"verdict": CANNOT, "effect": "-", "evidence_phrase": phrase("no_allreduce_count"), "files": files}
-        held = na <= nb  # a count, not a timing: exact, no noise to weigh
-        return {"verdict": HOLDS if held else FAILS, "effect": f"{na:g} vs {nb:g} all-reduces per step",
+        return {"verdict": allreduce_verdict(na, nb), "effect": f"{na:g} vs {nb:g} all-reduces per step",
                 "evidence_phrase": phrase("allreduces", where=where, na=f"{na:g}", k=ca["accumulation_steps"],
                                           nb=f"{nb:g}"), "files": files, **which}
     c = own_noise(a, b, include_old, unreliable)

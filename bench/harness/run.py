@@ -194,10 +194,7 @@ def run_cases(run: Run, cases: list[Case], sweep: str, resume: bool = False, mea
         run.manifest["resumed_runs"] = resumed
     kept = [r for r in stored if r.run_id in resumed]
     done: list[dict] = []
-
-    def say(text: str) -> None:
-        print(text, file=out, flush=True)
-
+    say = run.say
     with terminate_as_interrupt():
         for i, case in enumerate(cases, 1):
             where = f"[{i}/{len(cases)}] {case.case_id}"

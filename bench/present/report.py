@@ -209,6 +209,14 @@ def write_report(records: list[Record], out_dir: Path, lang: str = "en", wide: b
     return path
 
 
+def machine_page_text(folder: Path, machine: str, records: list[Record]) -> str:
+    """The page of the machine folder `folder`, linking the REPORT.md of each commit that has one and
+    the recipes it holds."""
+    reports = {c: f"{c}/REPORT.md" for c in {r.commit for r in records} if (folder / c / "REPORT.md").is_file()}
+    recipes = sorted(f"recipes/{p.name}" for p in (folder / "recipes").glob("*.py"))
+    return answers_text.machine_page(machine, records, reports, recipes)
+
+
 def write_machine_pages(records: list[Record], root: Path) -> list[Path]:
     """Each machine's page, root/<machine>/README.md, from every record of that machine given: written
     only where its text changed, so a page of results that did not change is left as it is."""
@@ -217,9 +225,7 @@ def write_machine_pages(records: list[Record], root: Path) -> list[Path]:
         folder = Path(root) / machine
         if not folder.is_dir():
             continue
-        reports = {c: f"{c}/REPORT.md" for c in {r.commit for r in mine} if (folder / c / "REPORT.md").is_file()}
-        recipes = sorted(f"recipes/{p.name}" for p in (folder / "recipes").glob("*.py"))
-        text = answers_text.machine_page(machine, mine, reports, recipes)
+        text = machine_page_text(folder, machine, mine)
         page = folder / MACHINE_PAGE
         if not page.is_file() or page.read_text() != text:
             page.write_text(text)
