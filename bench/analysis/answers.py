@@ -113,10 +113,8 @@ def answer(claim: claimsmod.Claim, found: list[Evidence]) -> Answer:
         return Answer(claim, latest.verdict, latest, other)
     if found:
         return Answer(claim, found[-1].verdict, found[-1])
-    first, _, second = claim.sweep_hint.partition(" or ")
-    sweep = f"{first} or {second}" if second else first
     where = f" on {claim.min_gpus} or more GPUs" if claim.min_gpus > 1 else ""
-    return Answer(claim, CANNOT, None, hint=f"no stored pair on this machine; run the {sweep} sweep{where}"
+    return Answer(claim, CANNOT, None, hint=f"no stored pair on this machine; run the {claim.sweep_hint} sweep{where}"
                   if claim.kind != "table" else "run the seed sweep on 2 and 4 GPUs")
 
 

@@ -1,7 +1,8 @@
 """The noise a figure is judged against: its own 95% interval where it has one, else an explicit
 assumed noise, the largest process-to-process spread this machine has shown for the same configuration
-(the case's knobs, whatever its name: a noise floor measures the best case's) in stored runs of 3 or more fresh processes, noise floors included, counting only runs
-that began no later than the judged figure's own: what a verdict borrows is frozen when it is made, and
+(the case's knobs, whatever its name: a noise floor measures the best case's) in stored runs of 3 or
+more fresh processes, noise floors included, counting only runs that began no later than the judged
+figure's own: what a verdict borrows is frozen when it is made, and
 runs added later never move it. Where none is stored, a documented conservative default for its kind
 of case (its loader). A verdict names which it used.
 
@@ -100,7 +101,8 @@ def assumed_noise(records: list[Record]) -> NoiseModel:
     for r in records:
         figures = [p.get("images_per_s") for p in r.data.get("processes") or []]
         if r.ok and r.current and all(figures) and r.run_id not in found.unreliable:
-            offer(r.machine, identity.knobs_key(r.case), r.started_at, figures, phrase("case_run", name=r.case["name"], run=r.run_id))
+            offer(r.machine, identity.knobs_key(r.case), r.started_at, figures,
+                  phrase("case_run", name=r.case["name"], run=r.run_id))
     for run_id, m in manifests.items():
         if run_id in found.unreliable:
             continue

@@ -21,8 +21,8 @@ def add(sub) -> None:
     h = sub.add_parser("history", help="one case across every stored commit, oldest first",
                        description="One case (a case id or its beginning; ids it was stored under before work too) "
                                    "across every stored commit of each machine, in the order first measured, with "
-                                   "its figure and 95% interval; a plot per case under build/history/<machine>/ (git ignores "
-                                   "it; <results>/<machine>/history/ for another results tree). "
+                                   "its figure and 95% interval; a plot per case under build/history/<machine>/ "
+                                   "(git ignores it; <results>/<machine>/history/ for another results tree). "
                                    "Exit 0; 2 when no stored case matches.")
     h.add_argument("case", help="a case id, or its beginning")
     h.add_argument("--no-plot", action="store_true", help="print only; write no plot")
@@ -42,7 +42,8 @@ def command(a) -> int:
                        disable_numparse=True))
         if not a.no_plot:
             folder = generated_folder(a.results, "history")  # build/history/ for this checkout's results
-            path = history_plot(case_id, recs, order, folder / machine if folder else Path(a.results) / machine / "history")
+            folder = folder / machine if folder else Path(a.results) / machine / "history"
+            path = history_plot(case_id, recs, order, folder)
             if path:
                 print(f"plot: {shown(path)}")
         print()

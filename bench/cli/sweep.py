@@ -107,7 +107,9 @@ def prepare(device: str, default_data: str, cases, reference: Case | None = None
 
 def claims_budget(a, device: str) -> float:
     """Seconds for the claims' experiments: --claims-budget, else the device's default; 0 for none."""
-    return parse_budget(a.claims_budget, "--claims-budget", zero_ok=True) if a.claims_budget else DEFAULT_BUDGET_S[device]
+    if not a.claims_budget:
+        return DEFAULT_BUDGET_S[device]
+    return parse_budget(a.claims_budget, "--claims-budget", zero_ok=True)
 
 
 def command(a) -> int:

@@ -126,4 +126,5 @@ def line(manifest: dict, en: dict) -> str:
     ev = answers.from_experiment(manifest, en)
     if ev is None:  # failed, or stopped before its first verdict
         return f"{en['claim']}: {answers.pair_label(en)}: {en['status']} ({en['reason']})"
-    return f"{ev.claim}: {ev.pair}, 95% interval from {ev.basis}: {ev.effect}: {ev.verdict}" + (f"; {ev.detail}" if ev.detail else "")
+    return (f"{ev.claim}: {ev.pair}, 95% interval from {ev.basis}: {ev.effect}: {ev.verdict}"
+            + (f"; {ev.detail}" if ev.detail else ""))

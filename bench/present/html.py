@@ -1,7 +1,7 @@
 """`bench report --html`: the report as one self-contained page a person opens in a browser. It holds
 what REPORT.md holds (tables, summary, the runs' noise, plots, claims, every case, where the time went)
-with every plot inlined, a contents list at the top and numbers right-aligned, then each machine's history: its headline cases across commits and every
-run's noise floor. REPORT.md's Markdown becomes HTML through python-markdown."""
+with every plot inlined, a contents list at the top and numbers right-aligned, then each machine's
+history: its headline cases across commits and every run's noise floor. REPORT.md's Markdown becomes HTML through python-markdown."""
 from __future__ import annotations
 
 import base64

@@ -34,7 +34,8 @@ def render(plans: list[tuple[str, list[Case]]], records: list[Record], machine: 
         for c in cases:
             t = expected_s(c, times)
             count += 1
-            share = "-" if windows_pct(c, times) is None else f"{windows_pct(c, times):.0f}"
+            pct = windows_pct(c, times)
+            share = "-" if pct is None else f"{pct:.0f}"
             if c.case_id in in_rounds:  # measured by the rounds, once per round, wherever it is listed
                 rows.append([sweep, c.case_id, c.gpus, duration(t) + ("/round" if t is not None else ""), share])
                 if c.case_id not in seen:
@@ -74,7 +75,7 @@ def render(plans: list[tuple[str, list[Case]]], records: list[Record], machine: 
             ) + " (data generation not included); windows %: the stored share of a process's time in measured windows"
     if claims and in_rounds:
         foot += (f"; claim rounds: {claims.experiments} experiment(s) over {len(seen)} case(s), each round runs "
-                 f"them once (interleaved, each round reversed), at least {MIN_PAIRS}, more while a claim is undecided, within the claims' budget of {duration(claims.budget_s)}"
-                 f" and {claims.max_rounds} rounds")
+                 f"them once (interleaved, each round reversed), at least {MIN_PAIRS}, more while a claim is "
+                 f"undecided, within the claims' budget of {duration(claims.budget_s)} and {claims.max_rounds} rounds")
     shown, ids = fit(rows, ["sweep", "case", "GPUs", "expected", "windows %"], col=1)
     return "\n".join([*wrap(head), shown, *ids, *wrap(foot)])
