@@ -356,3 +356,14 @@ def test_every_command_fits_120_columns_on_the_committed_results(args, capsys, m
     assert wide == [], wide[:2]
     rows = [ln for ln in lines if ln.startswith("|") and not set(ln) <= set("|-: ")]
     assert all(ln.strip("|").split("|")[0].strip() for ln in rows)
+
+
+@pytest.mark.slow
+def test_a_reader_that_goes_away_ends_the_command_quietly():
+    """`bench claims | head -1`: one line through, then no traceback, and SIGPIPE's code."""
+    from pathlib import Path
+    root = Path(__file__).resolve().parents[1]
+    out = subprocess.run(f"{sys.executable} -m bench claims | head -1; echo \"code ${{PIPESTATUS[0]}}\"",
+                         shell=True, executable="/bin/bash", cwd=root, capture_output=True, text=True, timeout=120)
+    assert out.stdout.splitlines()[0].startswith("## ") and out.stdout.splitlines()[-1] == "code 141", out.stdout
+    assert "Traceback" not in out.stderr and "BrokenPipeError" not in out.stderr, out.stderr

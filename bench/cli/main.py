@@ -4,6 +4,7 @@ codes: 0 done; 1 a failed case or a regression (returned by a command); 2 a refu
 from __future__ import annotations
 
 import argparse
+import os
 import signal
 import sys
 
@@ -40,3 +41,8 @@ def main(argv=None) -> int:
         print(f"\ninterrupted ({signal.Signals(signum).name}): the running case's processes were stopped and every "
               f"finished case is stored; run again with --resume to go on", file=sys.stderr)
         return 128 + signum
+    except BrokenPipeError:
+        # the reader went away (`bench report | head`): stop quietly with SIGPIPE's code, as a shell tool does,
+        # and let nothing more be written to the closed pipe at exit
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 128 + signal.SIGPIPE
