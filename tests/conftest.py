@@ -32,3 +32,11 @@ def own_token_prefix():
     from bench.harness.launch import TOKEN_PREFIX_VAR
     os.environ[TOKEN_PREFIX_VAR] = TOKEN_PREFIX
     yield
+
+
+@pytest.fixture(scope="session")
+def readme_copy(tmp_path_factory):
+    """A git checkout of this tree where README's commands run as written, each once per session
+    (tests/readme_doc.py); the README test and the tests of what those commands store read the same runs."""
+    from readme_doc import Copy
+    return Copy(tmp_path_factory.mktemp("readme"))

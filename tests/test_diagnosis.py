@@ -32,9 +32,25 @@ def test_mfu_by_hand():
     assert flops.mfu_pct(9000, 24.3e9, 2, 800e12) == pytest.approx(13.67, abs=0.01)
 
 
-def test_resnet50_training_flops_per_image():
+def test_resnet50_training_flops_per_image(tmp_path, monkeypatch):
+    import torchvision
+
+    from bench.core import model_flops
+    monkeypatch.setenv("BENCH_DATA_CACHE", str(tmp_path))
     # forward is about 4.1 G multiply-adds (8.2 GFLOP); backward costs about twice the forward
-    assert flops.training_flops_per_image("resnet50", 224) == pytest.approx(24.3e9, rel=0.02)
+    counted = model_flops.count_training_flops(lambda: torchvision.models.resnet50(), 224)
+    assert counted == pytest.approx(24.3e9, rel=0.02)
+    flops.training_flops_per_image.cache_clear()
+    assert flops.training_flops_per_image("resnet50", 224) == counted  # counted once, then kept for this install
+    (kept,) = (tmp_path / "facts").glob("flops-*.json")
+    assert json.loads(kept.read_text())["value"] == counted
+
+
+def test_a_record_with_its_workers_count_is_diagnosed_without_counting(monkeypatch):
+    monkeypatch.setattr(flops, "training_flops_per_image", lambda *a: pytest.fail("counted again"))
+    rec = _record(ranks=[{"rank": 0, "windows_s": [1.0], "model_flops_per_image": 1e9}], gpus=1)
+    d = diagnose.diagnose(rec, {"flops_per_s": {"bf16": 1e13}})
+    assert d["model_flops_per_image"] == 1e9 and d["mfu_pct"] == pytest.approx(100 * 9000 * 1e9 / 1e13)
 
 
 @pytest.mark.parametrize("wait, stall, no_sync, verdict, evidence", [

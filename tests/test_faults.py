@@ -135,11 +135,16 @@ def test_a_rank_killed_by_the_kernel_is_named_with_its_signal(tmp_path):
     assert not leftovers(wait_s=10)
 
 
-def test_a_timeout_names_the_ranks_still_running_and_what_they_did(tiny):
-    r = launch.run_case(tiny.replace(strategy="ddp", gpus=2, fault="hang", fault_rank=1, timeout_s=25))
+def test_a_hanging_rank_is_killed_with_its_whole_group_and_the_timeout_names_what_each_did(tiny):
+    # rank 1 hangs; rank 0 then waits for it in the gradient all-reduce: both are running at the timeout
+    started = time.monotonic()
+    r = launch.run_case(tiny.replace(strategy="ddp", gpus=2, fault="hang", fault_rank=1, timeout_s=12))
     assert r["status"] == "timeout"
+    assert r["reason"].startswith("no result within timeout_s=12; every process of the case was killed")
     assert "still running then: rank 0 (" in r["reason"] and "rank 1 (" in r["reason"]
+    assert "start-up" not in r["reason"]  # both were past their start-up: the hang, not a slow start, timed out
     assert "s after start" in r["reason"]
+    assert time.monotonic() - started < 60
     assert not leftovers(wait_s=10)
 
 

@@ -56,6 +56,8 @@ def test_single_case_end_to_end(tiny):
     assert [len(x) for x in r["ranks"][0]["step_times_s"]] == [tiny.steps] * tiny.repeats
     assert m["compute_dtypes"] == {"cpu": "float32"}
     assert m["peak_memory_kind"] == "host_max_rss" and m["peak_memory_bytes"] > 0
+    # rank 0 counts (or finds counted) the FLOPs of the model it trained, for the report's MFU
+    assert r["ranks"][0]["model_flops_per_image"] == pytest.approx(217.3e6, rel=0.01)
 
 
 def test_dp_on_the_cpu_runs_the_seed_knobs_in_bf16(tiny):
@@ -138,15 +140,6 @@ def test_a_dying_rank_does_not_hang_the_others(tiny):
     assert not leftovers()
 
 
-def test_a_hanging_rank_is_killed_with_its_whole_group(tiny):
-    started = time.monotonic()
-    r = run_case(tiny.replace(strategy="ddp", gpus=2, fault="hang", fault_rank=0, timeout_s=20))
-    assert r["status"] == "timeout"
-    assert "timeout_s=20" in r["reason"]
-    assert time.monotonic() - started < 60
-    assert not leftovers()
-
-
 def test_a_crash_in_a_single_process_case_is_stored_with_its_last_words(tiny):
     r = run_case(tiny.replace(fault="crash"))
     assert r["status"] == "error" and "rank 0 died (exit code 3)" in r["reason"]
@@ -195,6 +188,8 @@ def test_ctrl_c_keeps_finished_results_and_resume_skips_them(tmp_path, sig):
     stored = sorted(f.parent.name.split("-")[0] for f in (tmp_path / "r").rglob("interrupted/*/*.json"))
     assert stored == ["first"], out
     assert not leftovers()
+    if sig != signal.SIGINT:
+        return  # what a resume does is the same after either signal
 
     script.write_text(SWEEP_SCRIPT.format(root=str(ROOT), store=str(tmp_path / "r"), resume=True)
                       .replace('tiny.replace(name="stuck", fault="hang"), ', ""))
@@ -231,14 +226,11 @@ def test_compile_knob_runs_and_reports_its_first_step(tiny, scope, precision, op
     assert [n for n, on in held.items() if on] == ([options] if options else []) and len(held) == 4
 
 
-def test_a_case_in_fresh_processes_judged_against_the_runs_noise_floor(tmp_path):
-    out = subprocess.run([sys.executable, "-m", "bench", "run", "--device", "cpu", "--model", "resnet18",
-                          "--num-classes", "10", "--batch-size", "4", "--image-size", "32", "--warmup-steps", "2",
-                          "--steps", "2", "--min-window-s", "0.4", "--repeats", "2", "--processes", "2",
-                          "--floor-processes", "2", "--floor-end-processes", "2", "--results", str(tmp_path)],
-                         cwd=ROOT, capture_output=True, text=True, timeout=300)
+def test_a_case_in_fresh_processes_judged_against_the_runs_noise_floor(readme_copy):
+    from readme_doc import readme_command
+    out = readme_copy.run(readme_command("bin/bench run --device cpu --model resnet18"))  # README's own example
     assert out.returncode == 0, out.stdout + out.stderr
-    (path,) = tmp_path.rglob("run/*/*.json")
+    (path,) = (readme_copy.root / "results").glob("cpu-*/*/run/*/*.json")  # this machine's, not the committed
     rec = json.loads(path.read_text())
     from bench.store import record
     assert rec["schema"] == record.SCHEMA and rec["definitions"] == record.DEFINITIONS

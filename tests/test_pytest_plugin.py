@@ -10,17 +10,13 @@ ROOT = Path(__file__).resolve().parent.parent
 pytestmark = pytest.mark.slow
 
 
-def test_benchmark_only_runs_the_cases_and_records_them(tmp_path):
-    env = dict(os.environ, BENCH_SWEEPS="tiny", BENCH_RESULTS=str(tmp_path / "r"), BENCH_COMMIT="feedc0ffee12")
-    saved = f"file://{tmp_path / 'saved'}"
-    out = subprocess.run([sys.executable, "-m", "pytest", "-q", "-rs", "-p", "no:cacheprovider", "--benchmark-only",
-                          f"--benchmark-json={tmp_path / 'b.json'}", "--benchmark-autosave", f"--benchmark-storage={saved}",
-                          "tests/test_benchmark_cases.py"],
-                         cwd=ROOT, capture_output=True, text=True, env=env, timeout=300)
+def test_benchmark_only_runs_the_cases_and_records_them(readme_copy):
+    from readme_doc import readme_command
+    out = readme_copy.run(readme_command("BENCH_SWEEPS=tiny .venv/bin/pytest --benchmark-only"))  # README's own
     assert out.returncode == 0, out.stdout + out.stderr
     assert "2 passed, 1 skipped" in out.stdout
-    assert "needs 2 GPU(s); 0 visible" in out.stdout  # a case needing more GPUs says why it is skipped
-    report = json.loads((tmp_path / "b.json").read_text())
+    (first,) = (readme_copy.root / ".benchmarks").rglob("0001_*.json")  # pytest-benchmark names it from git itself
+    report = json.loads(first.read_text())
     for key in ("gpu_model", "gpu_count", "driver", "cuda", "nccl", "torch"):
         assert key in report["machine_info"]
     benches = {b["param"].split(":")[1].split("-")[0]: b for b in report["benchmarks"]}
@@ -33,12 +29,12 @@ def test_benchmark_only_runs_the_cases_and_records_them(tmp_path):
     assert single["case"]["model"] == "resnet18" and single["sweep"] == "tiny"
     assert single["verdict"] == "compute-bound" and single["mfu_pct"] > 0
     assert ddp["images_per_s_per_gpu"] == pytest.approx(ddp["images_per_s"] / 2)
-    stored = [json.loads(p.read_text()) for p in (tmp_path / "r").rglob("tiny/*/*.json")]
+    stored = [json.loads(p.read_text()) for p in (readme_copy.root / "results").glob("cpu-*/*/tiny/*/*.json")]
+    stored = [r for r in stored if r["run_id"] == single["run_id"]]  # README's `make bench SWEEP=tiny` stores there too
     assert sorted(r["case"]["name"] for r in stored) == ["ddp", "single"]  # the same results land in results/
     assert {r["sweep"] for r in stored} == {"tiny"}
-    # both stores name the commit BENCH_COMMIT gives, not whatever .git the copied tree has
-    assert report["commit_info"]["id"] == "feedc0ffee12" and report["commit_info"]["dirty"] is False
-    assert {r["commit_folder"] for r in stored} == {"feedc0ffee12"}
+    assert report["commit_info"]["id"] == readme_copy.commit and {r["commit_folder"] for r in stored} == {
+        readme_copy.commit[:12]}
 
     # what pytest-benchmark stores is seconds per image, one value per measured window: OPS = images/s
     bench = benches["single"]
@@ -52,18 +48,23 @@ def test_benchmark_only_runs_the_cases_and_records_them(tmp_path):
     # fastest window, with a wide threshold: on a loaded 2-core machine a repeat has moved the mean by 70%
     # (windows 7.2-17.0 ms per image) while its fastest window moved 8%, and once a 4x slowdown stayed
     # within 2x of the saved fastest window.
-    (first,) = (tmp_path / "saved").rglob("0001_*.json")  # pytest-benchmark names it from git itself
-    assert json.loads(first.read_text())["commit_info"]["id"] == "feedc0ffee12"
-    gate = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "--benchmark-only",
-            f"--benchmark-storage={saved}", "--benchmark-compare=0001", "--benchmark-compare-fail=min:100%",
-            "-k", "single", "tests/test_benchmark_cases.py"]
-    same = subprocess.run(gate, cwd=ROOT, capture_output=True, text=True, env=env, timeout=300)
+    gate = ("BENCH_SWEEPS=tiny .venv/bin/pytest -q -rs -p no:cacheprovider --benchmark-only --benchmark-compare=0001 "
+            "--benchmark-compare-fail=min:100% -k 'single or cuda' tests/test_benchmark_cases.py")
+    # the repeat saves too, under the commit BENCH_COMMIT names: both stores name it, not the checkout's .git
+    same = readme_copy.run(gate + " --benchmark-autosave", BENCH_COMMIT="feedc0ffee12")
     assert same.returncode == 0, same.stdout + same.stderr
     both = same.stdout + same.stderr
     assert "Comparing against benchmarks from: " in both and first.name in both
     assert "(0001_" in same.stdout and "(NOW)" in same.stdout  # both rows in the table
-    slowed = subprocess.run(gate, cwd=ROOT, capture_output=True, text=True, timeout=300,
-                            env=dict(env, BENCH_INJECT_SLOWDOWN_PCT="900"))
+    assert "1 passed, 1 skipped" in same.stdout and "needs 2 GPU(s); 0 visible" in same.stdout  # says why
+    (second,) = (readme_copy.root / ".benchmarks").rglob("0002_*.json")
+    saved = json.loads(second.read_text())
+    assert saved["commit_info"]["id"] == "feedc0ffee12" and saved["commit_info"]["dirty"] is False
+    again = saved["benchmarks"][0]["extra_info"]
+    (stored_again,) = [json.loads(p.read_text()) for p in (readme_copy.root / "results").glob("cpu-*/*/tiny/*/*.json")
+                       if json.loads(p.read_text())["run_id"] == again["run_id"]]
+    assert stored_again["commit_folder"] == "feedc0ffee12"
+    slowed = readme_copy.run(gate, BENCH_INJECT_SLOWDOWN_PCT="900")
     assert slowed.returncode != 0 and "Performance has regressed" in slowed.stdout + slowed.stderr
 
 

@@ -4,32 +4,14 @@ no GPU; each output excerpt checked against what its command prints now (or agai
 it quotes); the copy's `git status` clean after all of them; README within 300 lines. Through make,
 the code checked is the bench command's own: the `Error N` line make prints for the command it ran
 (make itself exits 2 for any failure)."""
-import os
 import re
-import shutil
 import subprocess
-import sys
-from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parent.parent
-README = (ROOT / "README.md").read_text()
+from readme_doc import README, ROOT, readme_commands
+
 pytestmark = pytest.mark.slow
-
-
-def readme_commands() -> list[tuple[str, int]]:
-    section = README.split("## Every command, and what it returns on a machine with no GPU", 1)[1].split("\n## ", 1)[0]
-    rows = []
-    for line in section.splitlines():
-        cells = [c.strip() for c in line.strip().strip("|").split("|")]
-        if len(cells) != 3 or not cells[0].startswith("`"):
-            continue
-        command, code = cells[0].strip("`"), re.match(r"(\d+)", cells[2])
-        long = "BENCH_README_LONG" in cells[2]
-        if code and "not re-run" not in cells[2] and (not long or os.environ.get("BENCH_README_LONG")):
-            rows.append((command, int(code.group(1))))
-    return rows
 
 
 EXCERPT = re.compile(r"<!-- excerpt(?P<vary> \(numbers vary\))?(?::(?P<cmd>[^>]+)| from (?P<file>\S+)) -->\n"
@@ -71,59 +53,28 @@ def test_the_readme_is_a_manual_of_at_most_300_lines():
     assert len(excerpts()) == 5  # one for each of the five tasks
 
 
-@pytest.fixture(scope="module")
-def copy(tmp_path_factory):
-    """The tracked tree in a fresh folder made a git checkout, with this test run's Python standing in
-    for `.venv`, and what each command printed there."""
-    dst = tmp_path_factory.mktemp("readme") / "repo"
-    files = subprocess.run(["git", "ls-files", "--cached", "--others", "--exclude-standard"], cwd=ROOT,
-                           capture_output=True, text=True, check=True).stdout.split("\n")
-    for f in filter(None, files):
-        if (ROOT / f).exists():
-            (dst / f).parent.mkdir(parents=True, exist_ok=True)
-            shutil.copy2(ROOT / f, dst / f)
-    (dst / ".venv").symlink_to(Path(sys.prefix))  # what make built; make itself is told the same Python
-    git = ["git", "-c", "user.name=readme", "-c", "user.email=readme@example.invalid"]
-    subprocess.run(git + ["init", "-q"], cwd=dst, check=True)
-    (dst / ".git" / "info" / "exclude").write_text(".venv\n")  # a link here, a folder in a real checkout
-    subprocess.run(git + ["add", "-A"], cwd=dst, check=True)
-    subprocess.run(git + ["commit", "-qm", "copy"], cwd=dst, check=True)
-    return dst, {}
-
-
-def run(copy, command: str, tmp: Path) -> subprocess.CompletedProcess:
-    """The command in the copy, once: its output is kept for the excerpts."""
-    dst, ran = copy
-    if command not in ran:
-        env = dict(os.environ, PY=sys.executable, BENCH_DATA_CACHE=str(tmp / "cache"))
-        env.pop("BENCH_COMMIT", None)
-        ran[command] = subprocess.run(command, shell=True, cwd=dst, env=env, capture_output=True, text=True,
-                                      timeout=900)
-    return ran[command]
-
-
 @pytest.mark.parametrize("command, code", readme_commands(), ids=[c[:60] for c, _ in readme_commands()])
-def test_readme_command_runs_as_written(copy, command, code, tmp_path):
-    out = run(copy, command, tmp_path)
+def test_readme_command_runs_as_written(readme_copy, command, code):
+    out = readme_copy.run(command)
     assert own_code(command, out) == code, f"{command}\n{out.stdout[-3000:]}\n{out.stderr[-3000:]}"
     assert "Traceback" not in out.stdout + out.stderr
 
 
 @pytest.mark.parametrize("excerpt", excerpts(), ids=[e["command"][:40] or e["file"][-40:] for e in excerpts()])
-def test_each_excerpt_is_what_its_command_prints_now(copy, excerpt, tmp_path):
+def test_each_excerpt_is_what_its_command_prints_now(readme_copy, excerpt):
     if excerpt["file"]:  # a GPU run's log, committed: the excerpt quotes it, timestamps left off
         lines = [re.sub(r"^\d\d:\d\d:\d\d ", "", ln) for ln in (ROOT / excerpt["file"]).read_text().splitlines()]
     else:
-        out = run(copy, excerpt["command"], tmp_path)
+        out = readme_copy.run(excerpt["command"])
         assert out.returncode == 0, out.stdout[-2000:] + out.stderr[-2000:]
         lines = out.stdout.splitlines()
     assert appears_in_order(excerpt["chunks"], lines, excerpt["vary"]), "\n".join(lines[:60])
 
 
-def test_the_checkout_is_clean_after_every_command(copy):
-    dst, ran = copy
-    assert ran, "no command ran before this test"
-    status = subprocess.run(["git", "status", "--porcelain"], cwd=dst, capture_output=True, text=True, check=True)
+def test_the_checkout_is_clean_after_every_command(readme_copy):
+    assert readme_copy.ran, "no command ran before this test"
+    status = subprocess.run(["git", "status", "--porcelain"], cwd=readme_copy.root, capture_output=True, text=True,
+                            check=True)
     assert status.stdout == "", status.stdout
 
 

@@ -1,5 +1,6 @@
 """`bench recommend`: the search driven by a stand-in of known figures and noise, then the real command on
 the CPU and the recipe it writes, run on its own."""
+import importlib.util
 import json
 import re
 import subprocess
@@ -358,7 +359,7 @@ def recommended(tmp_path_factory):
     # enough for a window at any batch the search can reach: up to 4x the start's 8, 4 steps a window
     # (with 64, a search whose 3x batch won refused the loader stage: "reads 96 per rank")
     generate.make_dataset(data, 128, 4, seed=1, workers=2, echo=lambda m: None)
-    out = subprocess.run([sys.executable, "-m", "bench", "recommend", "--gpus", "1", "--budget", "60s", "--no-compile",
+    out = subprocess.run([sys.executable, "-m", "bench", "recommend", "--gpus", "1", "--budget", "40s", "--no-compile",
                           "--floor-processes", "2", "--final-processes", "1", "--data", str(data),
                           "--results", str(tmp / "r")], cwd=ROOT, capture_output=True, text=True, timeout=600,
                          env={**__import__("os").environ, "BENCH_SKIP_PEAK": "1"})
@@ -687,32 +688,71 @@ def test_the_jpeg_recipe_names_its_loader_and_writes_the_share_that_ran(tmp_path
     assert "'hw_decoder_load': 0.65," in recipe.render(case, _fed_record(), "x")
 
 
-@pytest.mark.slow
-@pytest.mark.parametrize("loader", ["dali", "dali-whole", "dali-split", "torch", "torch-4ch"])
-def test_a_jpeg_recipe_runs_on_a_jpeg_folder(tmp_path, tiny, loader):
+JPEG_RECIPES = {"dali": dict(loader="dali", dali_device="cpu"), "torch": dict(loader="torch", num_workers=1),
+                "dali-whole": dict(loader="dali", dali_device="cpu", dali_crop="resize", input_channels=4),
+                "torch-4ch": dict(loader="torch", num_workers=1, input_channels=4),
+                "dali-split": dict(loader="dali", dali_device="cpu", dali_cpu_share=0.5)}
+# each recipe run as __main__ in one fresh interpreter (runpy gives each its own globals, so a recipe
+# that forgot an import still fails); the imports of torch and DALI are paid once, not five times
+RECIPE_RUNNER = """
+import contextlib, io, json, runpy, sys, traceback
+out = {}
+for name, path, args in json.loads(sys.argv[1]):
+    sys.argv = [path, *args]
+    so, se = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stdout(so), contextlib.redirect_stderr(se):
+        try:
+            runpy.run_path(path, run_name="__main__")
+            code = 0
+        except SystemExit as e:
+            code = e.code if isinstance(e.code, int) else (0 if e.code is None else 1)
+        except BaseException:
+            traceback.print_exc()
+            code = 1
+    out[name] = {"code": code, "stdout": so.getvalue(), "stderr": se.getvalue()}
+print(json.dumps(out))
+"""
+
+
+@pytest.fixture(scope="module")
+def jpeg_recipes(tmp_path_factory):
+    """Each loader's recipe written for a JPEG folder, then run on it and without --data: name -> (its
+    text, the run, the run with no --data)."""
     from bench.data import generate
+    from conftest import TINY
+    tmp = tmp_path_factory.mktemp("jpeg-recipes")
+    data = tmp / "jpegs"
+    generate.make_dataset(data, 48, 4, seed=1, workers=2, echo=lambda m: None)
+    texts, jobs = {}, []
+    for name, knobs in JPEG_RECIPES.items():
+        if knobs["loader"] == "dali" and importlib.util.find_spec("nvidia.dali") is None:
+            continue
+        path = recipe.write(TINY.replace(data_dir=str(data), **knobs), _fed_record(), "single, fp32", tmp / name)
+        texts[name] = path.read_text()
+        jobs += [(name, str(path), ["--data", str(data), "--warmup", "1", "--steps", "2", "--windows", "2"]),
+                 (f"{name} no data", str(path), [])]
+    ran = subprocess.run([sys.executable, "-c", RECIPE_RUNNER, json.dumps(jobs)], capture_output=True, text=True,
+                         timeout=600)
+    assert ran.returncode == 0, ran.stderr[-2000:]
+    runs = json.loads(ran.stdout.splitlines()[-1])
+    return {name: (texts[name], runs[name], runs[f"{name} no data"]) for name in texts}
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("loader", list(JPEG_RECIPES))
+def test_a_jpeg_recipe_runs_on_a_jpeg_folder(jpeg_recipes, loader):
     if loader.startswith("dali"):
         pytest.importorskip("nvidia.dali")
-    data = tmp_path / "jpegs"
-    generate.make_dataset(data, 48, 4, seed=1, workers=2, echo=lambda m: None)
-    knobs = {"dali": dict(loader="dali", dali_device="cpu"), "torch": dict(loader="torch", num_workers=1),
-             "dali-whole": dict(loader="dali", dali_device="cpu", dali_crop="resize", input_channels=4),
-             "torch-4ch": dict(loader="torch", num_workers=1, input_channels=4),
-             "dali-split": dict(loader="dali", dali_device="cpu", dali_cpu_share=0.5)}[loader]
-    case = tiny.replace(data_dir=str(data), **knobs)
-    path = recipe.write(case, _fed_record(), "single, fp32", tmp_path)
+    text, ran, missing = jpeg_recipes[loader]
     if loader == "dali-whole":  # whole images decoded, then cropped and resized by one operator
-        assert "'dali_crop': 'resize'," in path.read_text() and "decode whole images (on the CPU)" in path.read_text()
-    if "input_channels" in knobs:  # the stem reads a zero fourth channel the loader adds
-        assert "'input_channels': 4," in path.read_text()
+        assert "'dali_crop': 'resize'," in text and "decode whole images (on the CPU)" in text
+    if "input_channels" in JPEG_RECIPES[loader]:  # the stem reads a zero fourth channel the loader adds
+        assert "'input_channels': 4," in text
     if loader == "dali-split":  # half of each batch from a second pipeline decoding on the CPU
-        assert "'dali_cpu_share': 0.5," in path.read_text()
-    ran = subprocess.run([sys.executable, str(path), "--data", str(data), "--warmup", "1", "--steps", "2",
-                          "--windows", "2"], capture_output=True, text=True, timeout=300)
-    assert ran.returncode == 0, ran.stderr[-2000:]
-    assert float(ran.stdout.split("images/s: ")[1].split()[0]) > 0 and "window 2:" in ran.stdout
-    missing = subprocess.run([sys.executable, str(path)], capture_output=True, text=True, timeout=120)
-    assert missing.returncode == 2 and "--data" in missing.stderr
+        assert "'dali_cpu_share': 0.5," in text
+    assert ran["code"] == 0, ran["stderr"][-2000:]
+    assert float(ran["stdout"].split("images/s: ")[1].split()[0]) > 0 and "window 2:" in ran["stdout"]
+    assert missing["code"] == 2 and "--data" in missing["stderr"]
 
 
 @pytest.mark.slow

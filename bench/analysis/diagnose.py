@@ -38,6 +38,12 @@ def gpu_util(ranks: list[dict]) -> dict:
     return merged
 
 
+def counted_flops(ranks: list[dict]) -> float | None:
+    """The FLOPs per image that rank 0's worker counted for the model it trained; None in records
+    older than that count."""
+    return next((r["model_flops_per_image"] for r in ranks if r.get("rank") == 0 and "model_flops_per_image" in r), None)
+
+
 def diagnose(record: dict, peak: dict | None = None) -> dict:
     if record["status"] != "ok":
         return {}
@@ -50,7 +56,9 @@ def diagnose(record: dict, peak: dict | None = None) -> dict:
            "harness_overhead_pct": harness_overhead_pct(ranks), "gpu": gpu_util(ranks),
            "host_cpu_busy_pct": m.get("host_cpu_busy_pct"), "host_cpu_steal_pct": m.get("host_cpu_steal_pct")}
     if not case.get("loader_only"):
-        per_image = flops.training_flops_per_image(case["model"], case["image_size"], case["num_classes"])
+        per_image = counted_flops(ranks)
+        if per_image is None:  # older records: counted here for the model the case names
+            per_image = flops.training_flops_per_image(case["model"], case["image_size"], case["num_classes"])
         out["model_flops_per_image"] = per_image
         rate = ((peak or {}).get("flops_per_s") or {}).get(case["precision"])
         if rate:

@@ -1,23 +1,22 @@
-"""Model FLOPs per training image, counted by torch.utils.flop_counter on the meta device (no
-memory, no real arithmetic), and model FLOPs utilisation against a measured peak."""
+"""Model FLOPs per training image for a record that lacks its worker's own count (older records), and
+model FLOPs utilisation against a measured peak."""
 from __future__ import annotations
 
 import functools
 
+from ..core import model_flops
+
 
 @functools.lru_cache(maxsize=16)
 def training_flops_per_image(model: str, image_size: int, num_classes: int = 1000) -> float:
-    """Forward + backward FLOPs for one image (a multiply-add counts as two)."""
-    import torch
+    """Forward + backward FLOPs for one image of a torchvision model (a multiply-add counts as two)."""
+    return model_flops.training_flops_per_image(model, image_size, num_classes,
+                                                lambda: _torchvision_model(model, num_classes))
+
+
+def _torchvision_model(name: str, num_classes: int):
     import torchvision
-    from torch.utils.flop_counter import FlopCounterMode
-    with torch.device("meta"):
-        net = torchvision.models.get_model(model, weights=None, num_classes=num_classes)
-        x = torch.empty(2, 3, image_size, image_size)
-    counter = FlopCounterMode(display=False)
-    with counter:
-        net(x).sum().backward()
-    return counter.get_total_flops() / 2
+    return torchvision.models.get_model(name, weights=None, num_classes=num_classes)
 
 
 def mfu_pct(images_per_s: float, flops_per_image: float, gpus: int, peak_flops_per_gpu: float) -> float:

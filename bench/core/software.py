@@ -3,10 +3,19 @@ from __future__ import annotations
 
 import platform
 
+from . import host_cache
+
+MODULES = ("torch", "torchvision", "nvidia.dali")
+
 
 def versions() -> dict:
-    """Python, torch, torchvision, CUDA, cuDNN, NCCL and DALI versions (None where absent); imports
-    torch, so a caller that must stay light runs it elsewhere."""
+    """Python, torch, torchvision, CUDA, cuDNN, NCCL and DALI versions (None where absent): read once per
+    install (importing torch costs a process seconds), then kept outside the repository."""
+    return host_cache.remembered("software", host_cache.install_key(*MODULES), read_versions)
+
+
+def read_versions() -> dict:
+    """The versions as this process finds them; imports torch."""
     import torch
     import torchvision
     v = {"python": platform.python_version(), "torch": torch.__version__,

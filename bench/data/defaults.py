@@ -2,18 +2,12 @@
 and reused."""
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
+from ..core.host_cache import cache_root
 from .generate import make_dataset
 
 DEFAULT_CLASSES = 100
-
-
-def cache_root() -> Path:
-    """The suite's folder outside the repository for what it makes once and reuses: generated JPEGs,
-    and the workers' bytecode and compile caches."""
-    return Path(os.environ.get("BENCH_DATA_CACHE", Path.home() / ".cache" / "gpu-bench"))
 
 
 def default_data_dir() -> Path:

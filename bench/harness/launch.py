@@ -21,7 +21,7 @@ from pathlib import Path
 from ..core import lifeline
 from ..core.case import Case
 from ..core.case_checks import CUDA_CONNECTIONS_VAR
-from ..data.defaults import cache_root
+from ..core.host_cache import cache_root
 from .dist import DistArgs
 from .env import REPO_ROOT
 from .outcome import doing, merge, read_heartbeat, tail

@@ -12,7 +12,7 @@ import time
 from pathlib import Path
 
 from ..core.files import write_json_atomic
-from ..data.defaults import cache_root
+from ..core.host_cache import cache_root
 from .env import REPO_ROOT
 
 DTYPES = {"fp32": "float32", "tf32": "float32", "bf16": "bfloat16", "fp16": "float16"}

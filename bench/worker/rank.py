@@ -15,12 +15,14 @@ import torch.distributed as dist
 from ..core import lifeline
 from ..core.case import Case
 from ..core.files import write_json_atomic
+from ..core.model_flops import training_flops_per_image
 from . import loaders
 from .context import from_environment
 from .faults import is_oom
 from .heartbeat import heartbeat
 from .loop import measure
 from .phases import mark, marks
+from .trainer import network
 
 
 def redirect_stderr(out: Path, rank: int) -> Path:
@@ -49,6 +51,9 @@ def run_rank(case: Case, out: Path, go: Path | None = None) -> int:
         if case.launcher == "torchrun":
             dist.init_process_group("nccl" if case.device == "cuda" else "gloo")
         record.update(measure(case, ctx))
+        if rank == 0 and not case.loader_only:  # after the windows: what the report's MFU divides
+            record["model_flops_per_image"] = training_flops_per_image(
+                case.model, case.image_size, case.num_classes, lambda: network(case))
     except loaders.SkipCase as e:
         record.update(status="skipped", reason=str(e))
     except Exception as e:

@@ -18,10 +18,14 @@ from .graphed_step import GraphedStep
 from .timing import InputStallProbe
 
 
+def network(case: Case) -> torch.nn.Module:
+    """The case's model as its constructor makes it, on the current default device."""
+    return torchvision.models.get_model(case.model, weights=None, num_classes=case.num_classes)
+
+
 def build_model(case: Case, ctx: RankContext) -> torch.nn.Module:
     torch.manual_seed(case.seed)
-    model = torchvision.models.get_model(case.model, weights=None, num_classes=case.num_classes)
-    model = widen_stem(model, case.input_channels)
+    model = widen_stem(network(case), case.input_channels)
     fmt = torch.channels_last if case.channels_last else torch.contiguous_format
     return model.to(ctx.device, memory_format=fmt).train()
 

@@ -1,0 +1,29 @@
+"""Model FLOPs per training image, counted by torch.utils.flop_counter on the meta device (no memory,
+no real arithmetic), once per model, size and software, and kept outside the repository."""
+from __future__ import annotations
+
+import importlib.metadata
+
+from . import host_cache
+
+
+def training_flops_per_image(model: str, image_size: int, num_classes: int, build) -> float:
+    """Forward + backward FLOPs for one image through the network `build()` makes, which `model`,
+    `image_size` and `num_classes` name; read back where this install counted it before."""
+    key = {"model": model, "image_size": image_size, "num_classes": num_classes,
+           "torch": importlib.metadata.version("torch"), "torchvision": importlib.metadata.version("torchvision")}
+    return host_cache.remembered("flops", key, lambda: count_training_flops(build, image_size))
+
+
+def count_training_flops(build, image_size: int) -> float:
+    """Forward + backward FLOPs for one RGB image of `image_size` pixels square (a multiply-add counts
+    as two): the model's work, whatever padding of the input a case adds."""
+    import torch
+    from torch.utils.flop_counter import FlopCounterMode
+    with torch.device("meta"):
+        net = build()
+        x = torch.empty(2, 3, image_size, image_size)
+    counter = FlopCounterMode(display=False)
+    with counter:
+        net(x).sum().backward()
+    return counter.get_total_flops() / 2
