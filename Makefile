@@ -1,4 +1,4 @@
-# make bench [GPUS=N] [SWEEP=default|seed|best|strategies|smoke] [DATA=dir]   run a sweep, print the tables
+# make bench [GPUS=N] [SWEEP=default|seed|best|strategies|smoke] [DATA=dir] [MODEL=name]  run a sweep, print the tables
 # make test                                                                     the CPU test suite
 # make report [TABLE_LANG=zh]                                                       tables from stored results
 # make recommend [GPUS=N] [BUDGET=10m] [DATA=dir]                               the fastest configuration here, as a script
@@ -32,6 +32,7 @@ unexport PYTHONDONTWRITEBYTECODE
 SWEEP ?= default
 GPUS ?=
 DATA ?=
+MODEL ?=
 TABLE_LANG ?= en
 BENCH_ARGS ?=
 
@@ -39,7 +40,7 @@ BUDGET ?= 10m
 
 .PHONY: bench test report compare ab env setup recommend
 bench: $(SETUP)
-	$(PYTHON) -m bench sweep $(SWEEP) $(if $(GPUS),--gpus $(GPUS)) $(if $(DATA),--data $(DATA)) $(BENCH_ARGS)
+	$(PYTHON) -m bench sweep $(SWEEP) $(if $(GPUS),--gpus $(GPUS)) $(if $(DATA),--data $(DATA)) $(if $(MODEL),--model $(MODEL)) $(BENCH_ARGS)
 
 test: $(SETUP)
 	$(PYTHON) -m pytest -q tests

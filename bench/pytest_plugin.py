@@ -7,7 +7,8 @@ regression of about 5%, never on start-up, compilation or warm-up time.
 
 BENCH_SWEEPS (comma-separated sweep names; default: the `make bench` set where a GPU is visible,
 `smoke` where none is), BENCH_MAX_GPUS (GPU counts to plan for, default 4: larger cases are skipped
-with the reason), BENCH_RESULTS (results root), BENCH_PROCESSES (fresh processes per case, default 1)
+with the reason), BENCH_MODEL (the model every case trains instead of its recipe's: a torchvision
+classification model or package.module:factory), BENCH_RESULTS (results root), BENCH_PROCESSES (fresh processes per case, default 1)
 and BENCH_FLOOR_PROCESSES (processes of the noise-floor reference at the session's start, default 0)
 steer it. A plain `pytest` skips these tests.
 """
@@ -18,7 +19,7 @@ from pathlib import Path
 
 import pytest
 
-from .core import identity, recipes, stats, sweeps
+from .core import identity, models, recipes, stats, sweeps
 from .core.errors import BenchError
 from .data.defaults import default_data_dir, ensure_default_data
 from .data.folder import check_size, scan
@@ -34,10 +35,11 @@ def planned_cases() -> list[tuple[str, object]]:
     names = os.environ.get("BENCH_SWEEPS") or ",".join(sweeps.DEFAULT_GPU_SWEEPS if visible else ("smoke",))
     max_gpus = int(os.environ.get("BENCH_MAX_GPUS", "4")) if visible else 2
     data_dir = os.environ.get("BENCH_DATA", "")
+    model = models.model_fields(os.environ["BENCH_MODEL"]) if os.environ.get("BENCH_MODEL") else {}
     planned = []
     for name in [n.strip() for n in names.split(",") if n.strip()]:
         needs = name in sweeps.NEEDS_DATA
-        overrides = {"data_dir": data_dir or str(default_data_dir())} if needs else {}
+        overrides = {**({"data_dir": data_dir or str(default_data_dir())} if needs else {}), **model}
         # sweeps that run everything at their largest GPU count get what is here; the others
         # also plan counts beyond it, which are then skipped with the reason
         n = min(max_gpus, visible) if name in sweeps.AT_LARGEST_COUNT else max_gpus

@@ -10,7 +10,6 @@ from bench.core.case import Case, CaseError
     ({"precision": "fp8"}, "precision", "fp32, tf32, bf16, fp16"),
     ({"loader": "ffcv"}, "loader", "synthetic, torch, dali"),
     ({"device": "tpu"}, "device", "cuda, cpu"),
-    ({"model": "vit"}, "model", "resnet50"),
     ({"dali_device": "gpu"}, "dali_device", "mixed, cpu"),
     ({"accumulation_mode": "sometimes"}, "accumulation_mode", "article, no_sync"),
     ({"dp_device_selection": "random"}, "dp_device_selection", "default, free_memory"),

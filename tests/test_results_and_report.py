@@ -159,7 +159,10 @@ def test_the_seed_table_never_mixes_models_or_image_sizes():
                          "started_at": "2099-01-01", "run_id": "later"})
              for r in recs if r.ok and r.case["name"] in ("seed-baseline", "seed-optimized")]
     text = report.render(recs + small)
-    assert "resnet50, 224 px images, 256 images per GPU" in text and "resnet18" not in text.split("## Summary")[0]
+    seed_tables = [t.split("Best configuration")[0].split("\n## ")[0] for t in text.split("Seed table")[1:]]
+    assert "resnet50, 224 px images, 256 images per GPU" in text and not any("resnet18" in t for t in seed_tables)
+    # the answers are given per model: the article's ResNet-50 first, then each other model with its own
+    assert text.index("Best configuration for resnet50:") < text.index("Best configuration for resnet18:")
     row = next(ln for ln in text.splitlines() if ln.replace(" ", "").startswith("|4|1,024|"))
     assert [c.strip() for c in row.strip("|").split("|")] == ["4", "1,024", "498.4", "698.3", "+40.1%"]
     summary = " ".join(text.split("## Summary")[1].split("## ")[0].split())

@@ -79,10 +79,14 @@ def from_records(claim: claimsmod.Claim, e: dict, commit: str) -> Evidence | Non
 
 
 def evidence(records: list[query.Record], experiments_only: bool = False) -> dict[str, list[Evidence]]:
-    """Every piece of evidence of ONE machine's records, per claim id, oldest first."""
+    """Every piece of evidence of ONE machine's records (of one model), per claim id, oldest first."""
     out: dict[str, list[Evidence]] = {c.id: [] for c in claimsmod.CLAIMS}
+    models = {r.case["model"] for r in records}
+    model_of = {r.case_id: r.case["model"] for r in records}  # for manifests older than the entry's model
     for m in query.run_manifests(records).values():
         for en in m.get("claims") or []:
+            if en.get("model", model_of.get(en["before"]["case_id"], query.ARTICLE_MODEL)) not in models:
+                continue
             ev = from_experiment(m, en)
             if ev and ev.claim in out:
                 out[ev.claim].append(ev)
@@ -118,11 +122,23 @@ def answer(claim: claimsmod.Claim, found: list[Evidence]) -> Answer:
                   if claim.kind != "table" else "run the seed sweep on 2 and 4 GPUs")
 
 
+def models_of(records: list[query.Record]) -> list[str]:
+    """The models these records trained, the article's ResNet-50 first, then by name."""
+    return sorted({r.case["model"] for r in records}, key=lambda m: (m != query.ARTICLE_MODEL, m))
+
+
+def by_model(records: list[query.Record]) -> list[tuple[str, list[query.Record]]]:
+    """(model, its records) for each model, the article's ResNet-50 first: answers are given per model."""
+    return [(m, [r for r in records if r.case["model"] == m]) for m in models_of(records)]
+
+
 def answers(records: list[query.Record], experiments_only: bool = False) -> list[Answer]:
-    """Each claim's answer on ONE machine, from every commit stored for it (`experiments_only`: from
-    the claim experiments of their runs alone)."""
-    machines = {r.machine for r in records}
+    """Each claim's answer on ONE machine for ONE model, from every commit stored for it
+    (`experiments_only`: from the claim experiments of their runs alone)."""
+    machines, models = {r.machine for r in records}, models_of(records)
     if len(machines) > 1:
         raise ValueError(f"answers are given per machine; got records of {', '.join(sorted(machines))}")
+    if len(models) > 1:
+        raise ValueError(f"answers are given per model; got records of {', '.join(models)}")
     found = evidence(records, experiments_only)
     return [answer(c, found[c.id]) for c in claimsmod.CLAIMS]

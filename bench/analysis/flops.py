@@ -4,19 +4,16 @@ from __future__ import annotations
 
 import functools
 
-from ..core import model_flops
+from ..core import model_flops, models
 
 
 @functools.lru_cache(maxsize=16)
-def training_flops_per_image(model: str, image_size: int, num_classes: int = 1000) -> float:
-    """Forward + backward FLOPs for one image of a torchvision model (a multiply-add counts as two)."""
-    return model_flops.training_flops_per_image(model, image_size, num_classes,
-                                                lambda: _torchvision_model(model, num_classes))
-
-
-def _torchvision_model(name: str, num_classes: int):
-    import torchvision
-    return torchvision.models.get_model(name, weights=None, num_classes=num_classes)
+def training_flops_per_image(model: str, image_size: int, num_classes: int = 1000, model_path: str = "",
+                             model_source: str = "") -> float:
+    """Forward + backward FLOPs for one image of the model (a multiply-add counts as two)."""
+    return model_flops.training_flops_per_image(
+        model, image_size, num_classes, lambda: models.build(model, num_classes, image_size, model_path, model_source),
+        model_source)
 
 
 def mfu_pct(images_per_s: float, flops_per_image: float, gpus: int, peak_flops_per_gpu: float) -> float:

@@ -37,9 +37,12 @@ def command(a) -> int:
         raise StoreError("no stored results match")
     if not (a.commit or a.run):
         for machine, recs in query.newest_first(records, "machine"):
-            table, notes = answers_text.claim_rows(answers.answers(recs))
-            print(f"## {machine}: each claim's latest decided verdict, across "
-                  f"{len({r.commit for r in recs})} commit(s)\n{table}\n" + "\n".join(notes) + "\n")
+            per_model = answers.by_model(recs)
+            for model, mine in per_model:
+                table, notes = answers_text.claim_rows(answers.answers(mine))
+                of = f" for {model}" if len(per_model) > 1 else ""
+                print(f"## {machine}: each claim's latest decided verdict{of}, across "
+                      f"{len({r.commit for r in mine})} commit(s)\n{table}\n" + "\n".join(notes) + "\n")
         return 0
     for machine, recs in query.group(records, "machine").items():
         newest = query.newest_commit(recs)

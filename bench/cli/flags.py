@@ -9,12 +9,14 @@ import inspect
 import re
 
 from ..core import case as case_module
+from ..core import models
 from ..core.case import Case
 from ..core.errors import CaseError
 from ..harness.dist import DistArgs
 from ..store.tree import DEFAULT_ROOT
 
 TEST_ONLY = {"fault", "fault_rank"}
+RESOLVED = {"model_source", "model_path"}  # set from --model, never by hand
 
 
 def _field_docs() -> dict[str, str]:
@@ -29,6 +31,8 @@ def add_case_flags(p: argparse.ArgumentParser) -> None:
     g = p.add_argument_group("case (defaults: one H200-style case; see bench/core/case.py)")
     docs = _field_docs()
     for f in dataclasses.fields(Case):
+        if f.name in RESOLVED:
+            continue
         flag = "--" + f.name.replace("_", "-")
         help_text = argparse.SUPPRESS if f.name in TEST_ONLY else docs.get(f.name, "")
         if f.type == "bool":
@@ -57,6 +61,8 @@ def case_from_args(a: argparse.Namespace, base: Case = Case()) -> Case:
                 pairs.append(tuple(item.split("=", 1)))
             v = tuple(pairs)
         changes[f.name] = v
+    if "model" in changes:
+        changes.update(models.model_fields(changes["model"]))
     return base.replace(**changes)
 
 

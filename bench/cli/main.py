@@ -10,14 +10,14 @@ import sys
 
 from ..core.errors import BenchError
 from ..harness.signals import Stopped, terminate_as_interrupt
-from . import ab, claims, compare, data, env, history, recommend, report, run, sweep
+from . import ab, claims, compare, data, env, history, models, recommend, report, run, sweep
 from .flags import state_defaults
 
-COMMANDS = (run, sweep, report, data, compare, ab, history, claims, recommend, env)
+COMMANDS = (run, sweep, report, data, compare, ab, history, claims, recommend, env, models)
 
 
 def parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="python -m bench", description="Multi-GPU ResNet-50 training benchmark. Exit codes: 0 done; "
+    p = argparse.ArgumentParser(prog="python -m bench", description="Multi-GPU training benchmark (ResNet-50 and any torchvision classification model). Exit codes: 0 done; "
                                                      "1 a failed case or a regression; 2 refused (bad input, "
                                                      "nothing to judge); 128+N stopped by signal N.")
     sub = p.add_subparsers(dest="command", required=True, help="what to do; `python -m bench COMMAND --help` says more")

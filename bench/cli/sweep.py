@@ -6,7 +6,7 @@ import contextlib
 from pathlib import Path
 
 from ..analysis import experiments, noise
-from ..core import recipes, sweeps
+from ..core import models, recipes, sweeps
 from ..core.case import Case
 from ..core.errors import BenchError
 from ..data.defaults import default_data_dir, default_data_short, ensure_default_data
@@ -41,6 +41,9 @@ def add(sub) -> None:
                         "several joined by commas share one run and its noise floor (amp,loaders)")
     s.add_argument("--gpus", type=int, default=None, help="most GPUs to use (default: all visible; CPU path if none)")
     s.add_argument("--data", default="", help="ImageFolder tree for the torch and dali loaders")
+    s.add_argument("--model", default="", metavar="NAME",
+                   help="train this model in every case instead of the sweep's own (ResNet-50 on a GPU): any "
+                        "torchvision classification model (`bench models` lists them) or package.module:factory")
     s.add_argument("--resume", action="store_true", help="continue this commit's latest interrupted run of the sweep: skip the cases it stored as ok, "
                         "run the rest (failed, skipped or not reached)")
     s.add_argument("--only", default="", metavar="PATTERNS",
@@ -80,6 +83,8 @@ def plan(a) -> tuple[list[tuple[str, list]], int, str, str]:
         print("no GPU visible: running the CPU sweep (tiny images, gloo ranks for ddp)")
     data_dir = a.data or (str(default_data_dir()) if any(n in sweeps.NEEDS_DATA for n in names) else "")
     overrides = {"data_dir": data_dir} if data_dir else {}
+    if getattr(a, "model", ""):  # `bench ab` plans its sweep without the flag
+        overrides.update(models.model_fields(a.model))
     plans = [(n, sweeps.build(n, gpus, device, **overrides)) for n in names]  # all validated first
     if device == "cpu":  # a sweep's GPU cases (tiny holds one, for the pytest front end) wait for a GPU
         left_out = sum(c.device == "cuda" for _, cs in plans for c in cs)

@@ -8,7 +8,7 @@ from dataclasses import dataclass, fields
 from . import identity
 from .case_checks import (  # noqa: F401 (the accepted values, read from here too)
     ACCUMULATION_MODES, AUTO, COMPILE_MODES, COMPILE_SCOPES, COMPILE_WRAPPERS, DALI_CROPS, DALI_DEVICES,
-    DALI_HANDOFFS, DEVICES, DP_DEVICE_SELECTIONS, FAULTS, INPUT_CHANNELS, LOADERS, MODELS, OPTIMIZER_IMPLS,
+    DALI_HANDOFFS, DEVICES, DP_DEVICE_SELECTIONS, FAULTS, INPUT_CHANNELS, LOADERS, OPTIMIZER_IMPLS,
     PRECISIONS, STEP_STREAMS, STRATEGIES, validate)
 from .errors import CaseError
 
@@ -19,7 +19,14 @@ class Case:
     name: str = "custom"
     """Recipe name (e.g. `seed-baseline`); sweeps build cases from named recipes."""
     model: str = "resnet50"
-    """torchvision model built with random weights (never downloaded)."""
+    """A torchvision classification model by name, built with random weights (never downloaded); or the
+    user's own, `package.module:factory`, called as factory(num_classes=N) (core/models.py)."""
+    model_source: str = ""
+    """For a factory: the first 12 hex digits of the sha256 of its module's source, so an edited model
+    is another case; empty for a torchvision model."""
+    model_path: str = ""
+    """For a factory: the folder its package is imported from (where it lies on one machine, not in the
+    case id); empty for a torchvision model."""
     num_classes: int = 1000
     """Width of the classifier head; labels are drawn from [0, num_classes)."""
     image_size: int = 224

@@ -3,14 +3,14 @@ line naming the first field that is wrong and what it accepts, including a knob 
 from __future__ import annotations
 
 import functools
+import re
 from dataclasses import fields
 
-from . import identity
+from . import identity, models
 from .cuda_graph_rules import check_cuda_graph
 from .errors import CaseError
 from .kernel_options import check_inductor_options
 
-MODELS = ("resnet50", "resnet18")
 STRATEGIES = ("single", "dp", "ddp")
 PRECISIONS = ("fp32", "tf32", "bf16", "fp16")
 LOADERS = ("synthetic", "torch", "dali")
@@ -50,7 +50,10 @@ def _at_least(name, value, low, kind=int):
 
 def validate(c) -> None:
     """Raise CaseError naming the first field that is wrong and what it accepts."""
-    _one_of("model", c.model, MODELS)
+    models.check_name(c.model)
+    if models.is_factory(c.model) and not re.fullmatch(r"[0-9a-f]{12}", c.model_source):
+        raise CaseError(f"model={c.model!r} needs model_source, the 12-digit hash of its module's source "
+                        "(the command line sets it: run from the folder that holds the package)")
     _one_of("strategy", c.strategy, STRATEGIES)
     _one_of("precision", c.precision, PRECISIONS)
     _one_of("loader", c.loader, LOADERS)
@@ -100,6 +103,9 @@ def validate(c) -> None:
     _at_least("cudnn_benchmark_limit", c.cudnn_benchmark_limit, 0)
     if type(c.input_channels) is not int or c.input_channels not in INPUT_CHANNELS:
         raise CaseError(f"input_channels={c.input_channels!r} is not accepted; use 3 (RGB) or 4 (RGB and a zero channel)")
+    if c.input_channels != 3 and not models.STEM_MODELS.match(c.model):
+        raise CaseError(f"input_channels={c.input_channels} widens a ResNet stem (conv1); model={c.model!r} has "
+                        "none: use a resnet, resnext or wide_resnet model, or input_channels=3")
     check_inductor_options(c.inductor_options)
     _at_least("cuda_max_connections", c.cuda_max_connections, 0)
     if c.cuda_max_connections > MAX_CUDA_CONNECTIONS:

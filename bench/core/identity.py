@@ -25,7 +25,7 @@ ID_DEFAULTS = {
     "cuda_graph": False, "dali_prefetch_depth": 2, "dali_handoff": "host", "profile_steps": 0,
     "dali_crop": "decoder", "compile_wrapper": "python", "step_stream": "default",
     "dali_cpu_share": 0.0, "cuda_max_connections": 0, "cudnn_benchmark_limit": 10, "inductor_options": "",
-    "input_channels": 3,
+    "input_channels": 3, "model_source": "", "model_path": "",
 }
 """Each field's value when ids were fixed, frozen: a field set to it is left out of the id. A new
 field is added here with its default (a stored case predates it and ran that way); a Case default
@@ -35,7 +35,7 @@ that keep it."""
 MEASUREMENT_FIELDS = frozenset({"name", "warmup_steps", "steps", "min_window_s", "repeats", "timeout_s",
                                 "overhead_check", "profile_steps", "fault", "fault_rank"})
 """How long or how often a case was measured (and which recipe made it), not what ran."""
-WHERE_FIELDS = frozenset({"data_dir"})
+WHERE_FIELDS = frozenset({"data_dir", "model_path"})
 """Where a case's input lies on one machine: the same configuration reads it from anywhere."""
 ALWAYS_IN_ID = ("name", "model", "image_size", "device", "gpus")
 
@@ -50,6 +50,7 @@ def idle_rules(c: dict) -> list[tuple[tuple[str, ...], str]]:
     """(knobs, why) that change nothing in this case: validation refuses them away from their
     defaults, and a stored case that carried one (a default that has changed since) keeps its id."""
     rules = [
+        (("model_source", "model_path"), ":" not in c["model"], "they identify a factory package.module:function"),
         (("bucket_cap_mb", "gradient_as_bucket_view", "static_graph", "broadcast_buffers"),
          c["strategy"] != "ddp", "DDP knobs need strategy='ddp'"),
         (("nccl_env",), c["strategy"] != "ddp" or c["device"] != "cuda", "NCCL runs only under ddp on cuda"),
@@ -94,7 +95,8 @@ def case_id(case) -> str:
     """Readable parts (recipe, model, strategy, GPUs, batch, precision, loader, ...) and a digest of
     `id_knobs`, so two cases share an id exactly when they measured the same configuration."""
     c = fields_of(case)
-    parts = [c["name"], c["model"], c["strategy"], f"g{c['gpus']}", f"bs{c['batch_size']}",
+    model = c["model"].replace(":", "-") + (f"-{c['model_source'][:8]}" if c["model_source"] else "")
+    parts = [c["name"], model, c["strategy"], f"g{c['gpus']}", f"bs{c['batch_size']}",
              c["precision"] + ("-cl" if c["channels_last"] else ""), c["loader"]]
     if c["input_channels"] != 3:
         parts.insert(-1, f"{c['input_channels']}ch")  # beside the precision and layout: what the stem reads

@@ -7,10 +7,11 @@ import importlib.metadata
 from . import host_cache
 
 
-def training_flops_per_image(model: str, image_size: int, num_classes: int, build) -> float:
-    """Forward + backward FLOPs for one image through the network `build()` makes, which `model`,
-    `image_size` and `num_classes` name; read back where this install counted it before."""
-    key = {"model": model, "image_size": image_size, "num_classes": num_classes,
+def training_flops_per_image(model: str, image_size: int, num_classes: int, build, model_source: str = "") -> float:
+    """Forward + backward FLOPs for one image through the network `build()` makes, which `model` (a
+    factory's with its `model_source` hash), `image_size` and `num_classes` name; read back where this
+    install counted it before."""
+    key = {"model": model, "model_source": model_source, "image_size": image_size, "num_classes": num_classes,
            "torch": importlib.metadata.version("torch"), "torchvision": importlib.metadata.version("torchvision")}
     return host_cache.remembered("flops", key, lambda: count_training_flops(build, image_size))
 
@@ -20,9 +21,12 @@ def count_training_flops(build, image_size: int) -> float:
     as two): the model's work, whatever padding of the input a case adds."""
     import torch
     from torch.utils.flop_counter import FlopCounterMode
-    with torch.device("meta"):
-        net = build()
-        x = torch.empty(2, 3, image_size, image_size)
+    try:
+        with torch.device("meta"):
+            net = build()
+    except NotImplementedError:  # a constructor that computes its widths with tensors (RegNet's): on the CPU
+        net = build().to("meta")
+    x = torch.empty(2, 3, image_size, image_size, device="meta")
     counter = FlopCounterMode(display=False)
     with counter:
         net(x).sum().backward()

@@ -2,6 +2,7 @@
 whole sweep before anything runs."""
 from __future__ import annotations
 
+from . import models
 from .case import AUTO, Case
 from .errors import CaseError
 from .recipes import (ARTICLE_ACCUMULATION, CPU_BASE, CPU_RECOMMEND_BASE, DDP_TUNED, DP_CUDNN_BENCHMARK,  # noqa: F401
@@ -220,6 +221,7 @@ ALL_GPU_SWEEPS = ("seed", "best", "claims", "ablation", "strategies", "scaling",
 def build(name: str, max_gpus: int, device: str = "cuda", **overrides) -> list[Case]:
     if name not in SWEEPS:
         raise CaseError(f"unknown sweep {name!r}; accepted: {', '.join(SWEEPS)}")
+    model = {k: overrides.pop(k) for k in ("model", "model_source", "model_path") if k in overrides}
     base = GPU_BASE if device == "cuda" else CPU_BASE
     if overrides:
         base = base.replace(**overrides)
@@ -227,7 +229,14 @@ def build(name: str, max_gpus: int, device: str = "cuda", **overrides) -> list[C
         cases = SWEEPS[name](max_gpus, base if device == "cpu" else CPU_BASE.replace(**overrides))
     else:
         cases = SWEEPS[name](max_gpus, base)
-    return [without_idle_data(c) for c in cases]
+    return [without_idle_data(with_model(c, **model) if model else c) for c in cases]
+
+
+def with_model(case: Case, model: str, model_source: str = "", model_path: str = "") -> Case:
+    """The case training `model` instead of its recipe's; a 4-channel input, which widens a ResNet stem,
+    reads RGB alone where the model has no such stem."""
+    channels = case.input_channels if models.STEM_MODELS.match(model) else 3
+    return case.replace(model=model, model_source=model_source, model_path=model_path, input_channels=channels)
 
 
 def without_idle_data(case: Case) -> Case:

@@ -2,6 +2,8 @@
 data folders, and which device a command runs on where none is named."""
 from __future__ import annotations
 
+from ..analysis import flops
+from ..core import models
 from ..core.case import Case
 from ..core.errors import BenchError, CaseError, DataError  # noqa: F401
 from ..data.folder import check_size, scan
@@ -52,3 +54,49 @@ def check_data(cases: list[Case]) -> None:
         if folder.skipped:
             print(f"note: {len(folder.skipped)} non-JPEG or truncated file(s) in {folder.root} are skipped "
                   f"({folder.count} JPEGs used)")
+
+
+def check_models(cases: list[Case]) -> None:
+    """Each distinct network trains at its case's image size: one forward and backward on the meta
+    device (no memory, no arithmetic), whose FLOPs count is kept for the worker and the report; refused
+    in one line naming what the model needs, before anything runs."""
+    seen = set()
+    for c in cases:
+        key = (c.model, c.model_source, c.image_size, c.num_classes)
+        if c.loader_only or key in seen:
+            continue
+        seen.add(key)
+        try:
+            flops.training_flops_per_image(c.model, c.image_size, c.num_classes, c.model_path, c.model_source)
+        except CaseError:
+            raise
+        except Exception as e:
+            raise CaseError(f"model={c.model!r} cannot train on image_size={c.image_size}: {first_line(e)}"
+                            + smallest_size_hint(c)) from None
+
+
+def first_line(e: Exception) -> str:
+    text = str(e).strip().splitlines()
+    return f"{type(e).__name__}: {text[0][:200]}" if text else type(e).__name__
+
+
+def smallest_size_hint(c: Case, largest: int = 512) -> str:
+    """A size that trains, where the one asked does not: for a model built for its size (a ViT's patches
+    must tile the image) the next that does, else the smallest, bisected up to `largest` (no hint where
+    none trains)."""
+    def trains(size: int) -> bool:
+        try:
+            flops.training_flops_per_image(c.model, size, c.num_classes, c.model_path, c.model_source)
+            return True
+        except Exception:
+            return False
+    if models.constructor_kwargs(c.model, c.image_size).keys() & {"image_size", "input_size"}:
+        found = next((s for s in range(c.image_size + 1, c.image_size + 33) if trains(s)), None)
+        return f"; the next size it trains on is {found}" if found else ""
+    if not trains(largest):
+        return ""
+    low, high = c.image_size, largest  # fails at low, trains at high
+    while high - low > 1:
+        mid = (low + high) // 2
+        low, high = (low, mid) if trains(mid) else (mid, high)
+    return f"; the smallest size it trains on (bisected up to {largest} px) is {high}"

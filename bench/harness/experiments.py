@@ -30,7 +30,7 @@ def entry(e: ex.Experiment, sweep_of: dict) -> dict:
     side = {k: {"case_id": c.case_id, "name": c.name, "sweep": sweep_of[c.case_id],
                 "knobs": {n: getattr(c, n) for n in knobs}}  # what the pair changed, named where the names agree
             for k, c in (("before", e.before), ("after", e.after))}
-    return {"claim": e.claim.id, "gpus": e.before.gpus, **side, "knobs": knobs,
+    return {"claim": e.claim.id, "gpus": e.before.gpus, "model": e.before.model, **side, "knobs": knobs,
             "measures": "allreduce_calls_per_step" if e.counted else "images_per_s", "pairs": [],
             "status": "measuring", "reason": "", "verdict": None}
 

@@ -15,7 +15,7 @@ from ..store import query
 from ..store.tree import Store, commit_folder, new_run_id, save_fallback
 from . import env as envmod
 from . import launch, records
-from .checks import check_data, check_gpus, check_nodes
+from .checks import check_data, check_gpus, check_models, check_nodes
 from .dist import DistArgs
 from .signals import terminate_as_interrupt
 
@@ -46,9 +46,10 @@ class Run:
                          "noise_floor_end": None, "env": self.env}
 
     def check(self, cases: list[Case]) -> None:
-        """What can refuse the run before its data exists, one line each: GPUs and nodes."""
+        """What can refuse the run before its data exists, one line each: GPUs, nodes and models."""
         check_gpus(cases, envmod.visible_gpu_count(), self.dist)
         check_nodes(cases, self.dist)
+        check_models(cases)
 
     def begin(self, cases: list[Case]) -> None:
         """Everything that can refuse the run, in one line each, before anything is measured: GPUs,

@@ -98,19 +98,24 @@ def claim_rows(found: list[answersmod.Answer]) -> tuple[str, list[str]]:
 
 
 def machine_answers(machine: str, records: list[Record]) -> str:
-    """One machine's answers, about one screen."""
-    found = answersmod.answers(records)
+    """One machine's answers, about one screen for each model it trained: the seed table (the article's
+    ResNet-50 experiment), then per model its best configuration and which of the articles' advice holds."""
     commits = len({r.commit for r in records})
-    claims_table, notes = claim_rows(found)
-    decided = sum(a.verdict in answersmod.DECIDED for a in found)
     out = [f"## {machine}: the answers (latest evidence from {commits} commit(s))", ""]
     out += seed_lines(records) + [""]
-    best = best_lines(records)
-    if best:
-        out += ["Best configuration:"] + best + [""]
-    out += wrap(f"Does the articles' advice hold here? {decided} of {len(found)} claims decided; each verdict is "
-                "the latest decided one, judged by its own pairs or intervals and never changed by later runs:")
-    out += [claims_table] + notes
+    per_model = answersmod.by_model(records)
+    for i, (model, mine) in enumerate(per_model):
+        found = answersmod.answers(mine)
+        claims_table, notes = claim_rows(found)
+        decided = sum(a.verdict in answersmod.DECIDED for a in found)
+        of = f" for {model}" if len(per_model) > 1 else ""
+        best = best_lines(mine)
+        if best:
+            out += [f"Best configuration{of}:"] + best + [""]
+        out += wrap(f"Does the articles' advice hold here{of}? {decided} of {len(found)} claims decided; each "
+                    "verdict is the latest decided one, judged by its own pairs or intervals and never changed by "
+                    "later runs:")
+        out += [claims_table] + notes + ([""] if i + 1 < len(per_model) else [])
     return "\n".join(out)
 
 

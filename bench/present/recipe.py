@@ -3,15 +3,19 @@ measured settings, which times itself the way the suite does (warm-up first, the
 as one span synchronised at its edges, the slowest rank's time) and prints its own images/s.
 
 `recipe_<N>gpu.py` trains on one synthetic batch made once on the device, as its measured case did, and
-needs torch and torchvision only. `recipe_<N>gpu_jpeg.py` reads the user's JPEG folder (`--data`) through
-the loader that won the fed search, DALI or the torch DataLoader, with its measured knobs.
+needs torch and torchvision only (`recipe_<N>gpu_<model>.py` for a model other than ResNet-50).
+`recipe_<N>gpu_jpeg.py` reads the user's JPEG folder (`--data`) through the loader that won the fed
+search, DALI or the torch DataLoader, with its measured knobs.
 """
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
+from ..core import models
 from ..core.case import Case
 from ..core.case_checks import CUDA_CONNECTIONS_VAR
+from ..store.query import ARTICLE_MODEL
 from . import recipe_inputs, recipe_script
 
 RECIPE_KNOBS = ("model", "num_classes", "image_size", "device", "gpus", "strategy", "batch_size", "precision",
@@ -26,7 +30,22 @@ BLOCKS = {"synthetic": recipe_inputs.SYNTHETIC, "dali": recipe_inputs.DALI, "tor
 
 
 def file_name(case: Case) -> str:
-    return f"recipe_{case.gpus}gpu" + ("" if case.loader == "synthetic" else "_jpeg") + ".py"
+    """recipe_<N>gpu[_<model>][_jpeg].py: the article's ResNet-50 unnamed, any other model named, so
+    each model keeps its own latest winner."""
+    model = "" if case.model == ARTICLE_MODEL else "_" + re.sub(r"\W", "_", case.model)
+    return f"recipe_{case.gpus}gpu{model}" + ("" if case.loader == "synthetic" else "_jpeg") + ".py"
+
+
+def build_model_lines(case: Case) -> str:
+    """The script's lines that make the network as the suite built it: a torchvision model with what
+    its constructor was told, or the user's factory imported from where it lay when measured."""
+    if not models.is_factory(case.model):
+        kwargs = "".join(f", {k}={v!r}" for k, v in models.constructor_kwargs(case.model, case.image_size).items())
+        return f'    model = torchvision.models.get_model(S["model"], weights=None, num_classes=S["num_classes"]{kwargs})'
+    module, factory = case.model.split(":")
+    return (f"    sys.path.insert(0, {case.model_path!r})  # where the factory's package lay when measured\n"
+            f"    from {module} import {factory}  # its source then hashed to {case.model_source}\n"
+            f'    model = {factory}(num_classes=S["num_classes"])')
 
 
 def command(case: Case, path: str) -> str:
@@ -58,8 +77,8 @@ def render(case: Case, record: dict, label: str) -> str:
     unit = "GPU" if case.device == "cuda" else "CPU process"
     fed = case.loader != "synthetic"
     loader = {"dali": "NVIDIA DALI", "torch": "the torch DataLoader"}.get(case.loader, "")
-    title = (f"ResNet training on {case.gpus} {unit}(s) fed by JPEGs through {loader}: the fastest the suite found."
-             if fed else f"ResNet training on {case.gpus} {unit}(s): the fastest configuration the suite found.")
+    title = (f"{case.model} training on {case.gpus} {unit}(s) fed by JPEGs through {loader}: the fastest the suite "
+             "found." if fed else f"{case.model} training on {case.gpus} {unit}(s): the fastest configuration the suite found.")
     input_note = (f"It reads the ImageFolder tree given by --data (ROOT/<class>/<image>.jpg) through {loader}, "
                   "as measured." if fed else
                   "The input is one synthetic batch made once on the device, as in the measurement; feed\n"
@@ -70,7 +89,7 @@ def render(case: Case, record: dict, label: str) -> str:
     return text.format(
         title=title, machine=record["machine"], commit=record["commit_folder"], run_id=record["run_id"],
         measured=measured, label=label, how=command(case, file_name(case)), settings=settings,
-        input_note=input_note, decode=decode, queues=queues_line(case.cuda_max_connections),
+        input_note=input_note, decode=decode, build_model=build_model_lines(case), queues=queues_line(case.cuda_max_connections),
         data_arg=('p.add_argument("--data", required=True, help="ImageFolder tree of JPEGs: ROOT/<class>/<image>.jpg")'
                   if fed else "# the input is synthetic: no data folder"),
         source="batches(device, rank, world, a.data)" if fed else "batches(device, rank, world)",

@@ -19,6 +19,7 @@ import argparse
 import contextlib
 import inspect
 import os
+import sys
 import time
 {queues}
 import torch
@@ -64,7 +65,7 @@ def main():
     fmt = torch.channels_last if S["channels_last"] else torch.contiguous_format
 
     torch.manual_seed(S["seed"])
-    model = torchvision.models.get_model(S["model"], weights=None, num_classes=S["num_classes"])
+{build_model}
     if S["input_channels"] > 3:
         # the stem reads RGB and zero channels (the loader adds them): zero weights there, the same training,
         # and NHWC pixels of 8 bytes in fp16, which the stem's convolution kernels handle better than 6

@@ -3,6 +3,8 @@ the compile wrapper, by the graphs Inductor built with its C++ wrapper, the kern
 the process held them, and the input channels, by the model's stem and a batch the loader delivered."""
 from __future__ import annotations
 
+import torch
+
 from ..core.case import Case
 from ..core.kernel_options import inductor_settings
 from . import precision
@@ -37,13 +39,13 @@ def compiled_dtypes(trainer: Trainer, batches) -> dict:
 
 
 def compute_dtypes(trainer: Trainer, batches) -> dict:
-    """Run one unmeasured step and record the dtype the classifier produced on each device."""
+    """Run one unmeasured step and record the dtype of the logits the model produced on each device."""
     seen = {}
 
     def hook(_module, _inputs, output):
         seen[str(output.device)] = str(output.dtype).replace("torch.", "")
 
-    handle = trainer.model.fc.register_forward_hook(hook)
+    handle = trainer.model.register_forward_hook(hook)  # the model's output: its logits, whatever the model
     try:
         trainer.step(batches)
     finally:
@@ -76,7 +78,9 @@ def check_kernel_choice(case: Case, facts: dict) -> dict:
 def check_input_channels(case: Case, model, images) -> dict:
     """The `input_channels` label against the model's stem (`conv1`) and one delivered batch, whose
     channels past the RGB must hold zeros; returns the facts, stored with the record."""
-    stem, seen = model.conv1.in_channels, images.shape[1]
+    conv1 = getattr(model, "conv1", None)  # ResNet's stem; other models read RGB, as their first layer says
+    stem = conv1.in_channels if isinstance(conv1, torch.nn.Conv2d) else first_conv_channels(model)
+    seen = images.shape[1]
     if stem != case.input_channels or seen != case.input_channels:
         raise LabelMismatch(f"input_channels={case.input_channels} but the stem convolution read {stem} channel(s) "
                             f"and the loader delivered {seen}")
@@ -84,3 +88,8 @@ def check_input_channels(case: Case, model, images) -> dict:
         raise LabelMismatch(f"input_channels={case.input_channels} means RGB and zeros, but the loader's channels "
                             "past the RGB were not all zero")
     return {"stem_input_channels": stem}
+
+
+def first_conv_channels(model) -> int:
+    """The input channels of the model's first convolution (3 where it has none: a user's model may not)."""
+    return next((m.in_channels for m in model.modules() if isinstance(m, torch.nn.Conv2d)), 3)

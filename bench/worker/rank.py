@@ -53,7 +53,7 @@ def run_rank(case: Case, out: Path, go: Path | None = None) -> int:
         record.update(measure(case, ctx))
         if rank == 0 and not case.loader_only:  # after the windows: what the report's MFU divides
             record["model_flops_per_image"] = training_flops_per_image(
-                case.model, case.image_size, case.num_classes, lambda: network(case))
+                case.model, case.image_size, case.num_classes, lambda: network(case), case.model_source)
     except loaders.SkipCase as e:
         record.update(status="skipped", reason=str(e))
     except Exception as e:

@@ -8,6 +8,8 @@ import torch
 def widen_stem(model: torch.nn.Module, channels: int) -> torch.nn.Module:
     """The model with its stem convolution (`conv1`, ResNet's) reading `channels` input channels: the RGB
     weights it was built with, zeros for the others, so its outputs are those of the RGB stem."""
+    if channels == 3:
+        return model  # RGB, as every constructor builds it
     stem = model.conv1
     if stem.in_channels == channels:
         return model

@@ -6,8 +6,8 @@ import contextlib
 import time
 
 import torch
-import torchvision
 
+from ..core import models
 from ..core.case import Case
 from ..core.kernel_options import INDUCTOR_OPTIONS, inductor_settings
 from ..core.labels import CUDA_GRAPH_MODES
@@ -20,7 +20,7 @@ from .timing import InputStallProbe
 
 def network(case: Case) -> torch.nn.Module:
     """The case's model as its constructor makes it, on the current default device."""
-    return torchvision.models.get_model(case.model, weights=None, num_classes=case.num_classes)
+    return models.build(case.model, case.num_classes, case.image_size, case.model_path, case.model_source)
 
 
 def build_model(case: Case, ctx: RankContext) -> torch.nn.Module:
