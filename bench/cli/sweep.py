@@ -163,7 +163,8 @@ def command(a) -> int:
                         answers_first=False))  # the answers come last, below
     if stored:  # REPORT.md beside this commit's results, from everything stored for it
         folder = store.root / run.machine / run.commit
-        print(f"\nwrote {report.write_report(stored, folder, a.lang, assumed=assumed)} (and its plots)")
+        # a file, not a terminal: every column, each figure beside its MFU and step time
+        print(f"\nwrote {report.write_report(stored, folder, a.lang, wide=True, assumed=assumed)} (and its plots)")
         for page in report.write_machine_pages(machine, store.root):
             print(f"wrote {page}")
     # the answers last, on screen when the run ends: this machine's, this run's verdicts among them
