@@ -57,7 +57,7 @@ def test_single_case_end_to_end(tiny):
     assert m["compute_dtypes"] == {"cpu": "float32"}
     assert m["peak_memory_kind"] == "host_max_rss" and m["peak_memory_bytes"] > 0
     # rank 0 counts (or finds counted) the FLOPs of the model it trained, for the report's MFU
-    assert r["ranks"][0]["model_flops_per_image"] == pytest.approx(217.3e6, rel=0.01)
+    assert r["ranks"][0]["model_flops_per_image"] == pytest.approx(222.1e6, rel=0.01)  # 3x its forward
 
 
 def test_dp_on_the_cpu_runs_the_seed_knobs_in_bf16(tiny):
