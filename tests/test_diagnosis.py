@@ -51,7 +51,8 @@ def test_resnet50_training_flops_per_image(tmp_path, monkeypatch):
 
 def test_a_record_with_its_workers_count_is_diagnosed_without_counting(monkeypatch):
     monkeypatch.setattr(flops, "training_flops_per_image", lambda *a: pytest.fail("counted again"))
-    rec = _record(ranks=[{"rank": 0, "windows_s": [1.0], "model_flops_per_image": 1e9}], gpus=1)
+    rec = _record(ranks=[{"rank": 0, "windows_s": [1.0], "model_flops_per_image": 1e9,
+                          "model_flops_method": "3x forward"}], gpus=1)
     d = diagnose.diagnose(rec, {"flops_per_s": {"bf16": 1e13}})
     assert d["model_flops_per_image"] == 1e9 and d["mfu_pct"] == pytest.approx(100 * 9000 * 1e9 / 1e13)
 
@@ -286,3 +287,20 @@ def test_ddp_case_reports_exposed_communication_and_harness_overhead(tiny):
                            "metrics": r["metrics"], "ranks": r["ranks"]})
     assert d["comm_exposed_pct"] is not None and d["harness_overhead_pct"] is not None
     assert d["verdict"] in ("compute-bound", "communication-bound")
+
+
+def test_a_count_made_the_old_way_is_counted_again_when_read():
+    """EfficientNet-B0 at 807e3f6adfb7 on one H100 was stored with torch's forward-and-backward count
+    (32.2 GFLOPs per image), which read as an MFU of 152% in fp32: read now, three times the forward."""
+    from pathlib import Path
+
+    from bench.present.cases import diagnosis
+    from bench.store import query
+    folder = Path(__file__).resolve().parent.parent / "results" / "1x-nvidia-h100-80gb-hbm3"
+    recs = [r for r in query.load([folder])[0] if r.case["model"] == "efficientnet_b0"
+            and r.case["precision"] == "fp32" and r.case["channels_last"]]
+    assert recs and recs[0].data["diagnosis"]["mfu_pct"] > 100  # as stored
+    d = diagnosis(recs[0])
+    assert d["model_flops_per_image"] == pytest.approx(2.31e9, rel=0.01) and d["flops_method"] == "3x forward"
+    expected = 100 * recs[0].images_per_s * d["model_flops_per_image"] / d["peak_flops_per_s"]
+    assert d["mfu_pct"] == pytest.approx(expected) and d["mfu_pct"] < 15 and "MFU 11%" in d["evidence"]

@@ -1,6 +1,7 @@
 """Where the time goes in one stored case, and what bounds it."""
 from __future__ import annotations
 
+from ..core import model_flops
 from . import flops
 
 INPUT_BOUND_PCT = 10.0   # a device that sits idle this long waiting for batches is held back by its input
@@ -40,8 +41,9 @@ def gpu_util(ranks: list[dict]) -> dict:
 
 def counted_flops(ranks: list[dict]) -> float | None:
     """The FLOPs per image that rank 0's worker counted for the model it trained; None in records
-    older than that count."""
-    return next((r["model_flops_per_image"] for r in ranks if r.get("rank") == 0 and "model_flops_per_image" in r), None)
+    older than that count, or counted another way (model_flops.METHOD)."""
+    return next((r["model_flops_per_image"] for r in ranks if r.get("rank") == 0 and "model_flops_per_image" in r
+                 and r.get("model_flops_method") == model_flops.METHOD), None)
 
 
 def diagnose(record: dict, peak: dict | None = None) -> dict:
@@ -59,7 +61,7 @@ def diagnose(record: dict, peak: dict | None = None) -> dict:
         per_image = counted_flops(ranks)
         if per_image is None:  # older records: counted here for the model the case names
             per_image = flops.training_flops_per_image(case["model"], case["image_size"], case["num_classes"])
-        out["model_flops_per_image"] = per_image
+        out["model_flops_per_image"], out["flops_method"] = per_image, model_flops.METHOD
         rate = ((peak or {}).get("flops_per_s") or {}).get(case["precision"])
         if rate:
             out["mfu_pct"] = flops.mfu_pct(m["images_per_s"], per_image, case["gpus"], rate)

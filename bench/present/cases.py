@@ -5,6 +5,7 @@ from __future__ import annotations
 from tabulate import tabulate
 
 from ..analysis.diagnose import diagnose
+from ..core import model_flops
 from ..core.identity import differing_fields
 from ..core.labels import describe, noise
 from ..store.record import Record
@@ -34,9 +35,14 @@ def short_labels(records: list[Record]) -> dict[str, str]:
 
 
 def diagnosis(r: Record) -> dict:
-    """Stored with the result; derived here (without MFU, no peak known) for older results."""
-    if "diagnosis" not in r.data:
+    """Stored with the result; derived here for older results (without MFU, no peak known), and again
+    where its FLOPs were counted another way than today's (with the peak it stored)."""
+    d = r.data.get("diagnosis")
+    if d is None:
         r.data["diagnosis"] = diagnose(r.data) if r.ok and r.data.get("ranks") else {}
+    elif "model_flops_per_image" in d and d.get("flops_method") != model_flops.METHOD:
+        rate = d.get("peak_flops_per_s")
+        r.data["diagnosis"] = diagnose(r.data, {"flops_per_s": {r.case["precision"]: rate}} if rate else None)
     return r.data["diagnosis"]
 
 

@@ -15,6 +15,7 @@ import torch.distributed as dist
 from ..core import lifeline
 from ..core.case import Case
 from ..core.files import write_json_atomic
+from ..core.model_flops import METHOD as FLOPS_METHOD
 from ..core.model_flops import training_flops_per_image
 from . import loaders
 from .context import from_environment
@@ -54,6 +55,7 @@ def run_rank(case: Case, out: Path, go: Path | None = None) -> int:
         if rank == 0 and not case.loader_only:  # after the windows: what the report's MFU divides
             record["model_flops_per_image"] = training_flops_per_image(
                 case.model, case.image_size, case.num_classes, lambda: network(case), case.model_source)
+            record["model_flops_method"] = FLOPS_METHOD
     except loaders.SkipCase as e:
         record.update(status="skipped", reason=str(e))
     except Exception as e:
