@@ -8,7 +8,8 @@ regression of about 5%, never on start-up, compilation or warm-up time.
 BENCH_SWEEPS (comma-separated sweep names; default: the `make bench` set where a GPU is visible,
 `smoke` where none is), BENCH_MAX_GPUS (GPU counts to plan for, default 4: larger cases are skipped
 with the reason), BENCH_MODEL (the model every case trains instead of its recipe's: a torchvision
-classification model or package.module:factory), BENCH_RESULTS (results root), BENCH_PROCESSES (fresh processes per case, default 1)
+classification model or package.module:factory), BENCH_RESULTS (results root), BENCH_PROCESSES (fresh
+processes per case, default 1)
 and BENCH_FLOOR_PROCESSES (processes of the noise-floor reference at the session's start, default 0)
 steer it. A plain `pytest` skips these tests.
 """

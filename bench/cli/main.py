@@ -17,9 +17,10 @@ COMMANDS = (run, sweep, report, data, compare, ab, history, claims, recommend, e
 
 
 def parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="python -m bench", description="Multi-GPU training benchmark (ResNet-50 and any torchvision classification model). Exit codes: 0 done; "
-                                                     "1 a failed case or a regression; 2 refused (bad input, "
-                                                     "nothing to judge); 128+N stopped by signal N.")
+    p = argparse.ArgumentParser(prog="python -m bench",
+                                description="Multi-GPU training benchmark (ResNet-50, any torchvision classification "
+                                            "model, or your own). Exit codes: 0 done; 1 a failed case or a regression; "
+                                            "2 refused (bad input, nothing to judge); 128+N stopped by signal N.")
     sub = p.add_subparsers(dest="command", required=True, help="what to do; `python -m bench COMMAND --help` says more")
     for module in COMMANDS:
         module.add(sub)

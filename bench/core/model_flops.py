@@ -15,7 +15,8 @@ def training_flops_per_image(model: str, image_size: int, num_classes: int, buil
     """Forward + backward FLOPs for one image through the network `build()` makes, which `model` (a
     factory's with its `model_source` hash), `image_size` and `num_classes` name; read back where this
     install counted it before."""
-    key = {"method": METHOD, "model": model, "model_source": model_source, "image_size": image_size, "num_classes": num_classes,
+    key = {"method": METHOD, "model": model, "model_source": model_source, "image_size": image_size,
+           "num_classes": num_classes,
            "torch": importlib.metadata.version("torch"), "torchvision": importlib.metadata.version("torchvision")}
     return host_cache.remembered("flops", key, lambda: count_training_flops(build, image_size))
 

@@ -41,7 +41,8 @@ def build_model_lines(case: Case) -> str:
     its constructor was told, or the user's factory imported from where it lay when measured."""
     if not models.is_factory(case.model):
         kwargs = "".join(f", {k}={v!r}" for k, v in models.constructor_kwargs(case.model, case.image_size).items())
-        return f'    model = torchvision.models.get_model(S["model"], weights=None, num_classes=S["num_classes"]{kwargs})'
+        return ('    model = torchvision.models.get_model(S["model"], weights=None, num_classes=S["num_classes"]'
+                f"{kwargs})")
     module, factory = case.model.split(":")
     return (f"    sys.path.insert(0, {case.model_path!r})  # where the factory's package lay when measured\n"
             f"    from {module} import {factory}  # its source then hashed to {case.model_source}\n"
@@ -77,8 +78,9 @@ def render(case: Case, record: dict, label: str) -> str:
     unit = "GPU" if case.device == "cuda" else "CPU process"
     fed = case.loader != "synthetic"
     loader = {"dali": "NVIDIA DALI", "torch": "the torch DataLoader"}.get(case.loader, "")
-    title = (f"{case.model} training on {case.gpus} {unit}(s) fed by JPEGs through {loader}: the fastest the suite "
-             "found." if fed else f"{case.model} training on {case.gpus} {unit}(s): the fastest configuration the suite found.")
+    title = f"{case.model} training on {case.gpus} {unit}(s)" + (
+        f" fed by JPEGs through {loader}: the fastest the suite found." if fed else
+        ": the fastest configuration the suite found.")
     input_note = (f"It reads the ImageFolder tree given by --data (ROOT/<class>/<image>.jpg) through {loader}, "
                   "as measured." if fed else
                   "The input is one synthetic batch made once on the device, as in the measurement; feed\n"
@@ -89,7 +91,8 @@ def render(case: Case, record: dict, label: str) -> str:
     return text.format(
         title=title, machine=record["machine"], commit=record["commit_folder"], run_id=record["run_id"],
         measured=measured, label=label, how=command(case, file_name(case)), settings=settings,
-        input_note=input_note, decode=decode, build_model=build_model_lines(case), queues=queues_line(case.cuda_max_connections),
+        input_note=input_note, decode=decode, build_model=build_model_lines(case),
+        queues=queues_line(case.cuda_max_connections),
         data_arg=('p.add_argument("--data", required=True, help="ImageFolder tree of JPEGs: ROOT/<class>/<image>.jpg")'
                   if fed else "# the input is synthetic: no data folder"),
         source="batches(device, rank, world, a.data)" if fed else "batches(device, rank, world)",
