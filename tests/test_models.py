@@ -100,7 +100,8 @@ def test_a_sweep_trains_the_model_asked_in_every_case():
 def test_a_recipe_builds_the_model_as_measured(tmp_path):
     record = {"machine": "m", "commit_folder": "c", "run_id": "r", "metrics": {"images_per_s": 1.0}}
     path = recipe.write(Case(model="vit_b_16", image_size=384), record, "single", tmp_path)
-    assert path.name == "recipe_1gpu_vit_b_16.py" and "num_classes=S[\"num_classes\"], image_size=384)" in path.read_text()
+    assert path.name == "recipe_1gpu_vit_b_16.py"
+    assert 'num_classes=S["num_classes"], image_size=384)' in path.read_text()
     assert recipe.file_name(Case()) == "recipe_1gpu.py"  # the article's ResNet-50 keeps its name
     compile(path.read_text(), str(path), "exec")
 
@@ -140,7 +141,8 @@ def test_the_users_factory_is_a_case_of_its_own_source_end_to_end(tmp_path):
         models.build("mynets.small:not_a_module", 10, 32, str(tmp_path), "")
     missing = subprocess.run([sys.executable, "-m", "bench", "run", "--model", "nosuch.mod:make", *flags], cwd=tmp_path,
                              capture_output=True, text=True, timeout=120, env=_env())
-    assert missing.returncode == 2 and missing.stderr.startswith("error: model='nosuch.mod:make': module 'nosuch.mod' cannot be found")
+    assert missing.returncode == 2
+    assert missing.stderr.startswith("error: model='nosuch.mod:make': module 'nosuch.mod' cannot be found")
 
 
 def _env():
@@ -149,7 +151,21 @@ def _env():
 
 
 def test_models_lists_every_name_by_family():
-    out = subprocess.run([sys.executable, "-m", "bench", "models"], cwd=ROOT, capture_output=True, text=True, timeout=60)
-    assert out.returncode == 0 and out.stdout.startswith(f"{len(models.torchvision_names())} torchvision classification")
+    out = subprocess.run([sys.executable, "-m", "bench", "models"], cwd=ROOT, capture_output=True, text=True,
+                         timeout=60)
+    assert out.returncode == 0
+    assert out.stdout.startswith(f"{len(models.torchvision_names())} torchvision classification")
     assert "  vit: vit_b_16, vit_b_32, vit_h_14, vit_l_16, vit_l_32" in out.stdout
     assert "package.module:factory" in out.stdout and max(len(ln) for ln in out.stdout.splitlines()) <= 120
+
+
+def test_recommend_searches_the_model_asked_with_its_yardsticks():
+    from bench.core import recipes
+    from bench.harness.recommend_run import base_for
+    n, base, note = base_for(1, "mobilenet_v3_small")
+    assert base.model == "mobilenet_v3_small" and "(mobilenet_v3_small, 32 px images" in note
+    assert recipes.seed_baseline(base, 1).model == recipes.seed_optimized(base, 1).model == "mobilenet_v3_small"
+    out = subprocess.run([sys.executable, "-m", "bench", "recommend", "--model", "resnet5", "--budget", "10s"],
+                         cwd=ROOT, capture_output=True, text=True, timeout=60)
+    assert out.returncode == 2 and out.stderr.startswith("error: model='resnet5' is not a torchvision")
+    assert len(out.stderr.strip().splitlines()) == 1 and not out.stdout

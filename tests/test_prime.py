@@ -2,6 +2,7 @@
 case's first steps run and the software versions reach the run's environment, and that a sweep's data
 generation runs beside it and nothing comes after it before it ends."""
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -39,9 +40,17 @@ def test_library_files_take_package_folders_mapped_libraries_and_their_families(
     assert prime.read_libraries([*files, link, system / "libcudnn.so.9"]) == (310, 4)
 
 
-@pytest.mark.slow  # compiles torch's bytecode into a fresh cache
+@pytest.mark.slow
 def test_prime_imports_into_the_bytecode_cache_and_reports(tmp_path):
-    prefix = tmp_path / "pycache"
+    # the session's own cache where it has one (a fresh one would compile all of torch's bytecode first),
+    # without json's, so that the primer writes it
+    import os
+    import shutil
+    prefix = Path(os.environ.get("PYTHONPYCACHEPREFIX") or tmp_path / "pycache")
+    for old in prefix.rglob("json/__pycache__") if prefix.is_dir() else []:
+        shutil.rmtree(old, ignore_errors=True)
+    for old in prefix.rglob("json/__init__*.pyc") if prefix.is_dir() else []:
+        old.unlink(missing_ok=True)
     primer = Prime(modules=("json", "no_such_module_here"), env={"PYTHONPYCACHEPREFIX": str(prefix)})
     line = primer.finish()
     assert line.startswith("primed (unmeasured): json imported; ")

@@ -359,7 +359,7 @@ def recommended(tmp_path_factory):
     # enough for a window at any batch the search can reach: up to 4x the start's 8, 4 steps a window
     # (with 64, a search whose 3x batch won refused the loader stage: "reads 96 per rank")
     generate.make_dataset(data, 128, 4, seed=1, workers=2, echo=lambda m: None)
-    out = subprocess.run([sys.executable, "-m", "bench", "recommend", "--gpus", "1", "--budget", "40s", "--no-compile",
+    out = subprocess.run([sys.executable, "-m", "bench", "recommend", "--gpus", "1", "--budget", "30s", "--no-compile",
                           "--floor-processes", "2", "--final-processes", "1", "--data", str(data),
                           "--results", str(tmp / "r")], cwd=ROOT, capture_output=True, text=True, timeout=600,
                          env={**__import__("os").environ, "BENCH_SKIP_PEAK": "1"})
@@ -375,7 +375,7 @@ def test_recommend_on_the_cpu_stores_every_candidate_and_writes_a_recipe_that_ru
         # on a 2-core CPU the article's fp32 DataParallel baseline can outrun every candidate the budget allows:
         # then it is the answer, said so, and no script is written for a DataParallel set-up
         assert "best: dp" in out.stdout and "recipe: none written" in out.stdout
-        assert not list(tmp_path.rglob("recipe_1gpu.py"))
+        assert not list(tmp_path.rglob("recipe_1gpu_resnet18.py"))
         return
     assert "best: single" in out.stdout
     measured = [ln for ln in out.stdout.splitlines() if ln.startswith("  ok: ")]
@@ -383,8 +383,8 @@ def test_recommend_on_the_cpu_stores_every_candidate_and_writes_a_recipe_that_ru
     (manifest,) = tmp_path.rglob("runs/*.json")
     summary = json.loads(manifest.read_text())["recommend"][0]
     assert summary["gpus"] == 1 and summary["best_images_per_s"] > 0
-    (script,) = tmp_path.rglob("recipes/recipe_1gpu.py")
-    assert script.relative_to(tmp_path).parts[1:] == ("recipes", "recipe_1gpu.py")  # <machine>/recipes/: the latest
+    (script,) = tmp_path.rglob("recipes/recipe_1gpu_resnet18.py")  # named by its model: not the articles' ResNet-50
+    assert script.relative_to(tmp_path).parts[1:] == ("recipes", "recipe_1gpu_resnet18.py")  # <machine>/recipes/: the latest
     assert summary["recipe"] == str(script.relative_to(tmp_path))  # inside the results tree, wherever it lies
     assert f"recipe: {script}" in out.stdout  # printed so the user can open it from where they ran the command
     ran = subprocess.run([sys.executable, str(script), "--warmup", "1", "--steps", "2", "--windows", "2"],
@@ -401,9 +401,9 @@ def test_a_ddp_recipe_runs_under_torchrun_on_gloo(tmp_path, tiny):
     record = {"machine": "cpu-test", "commit_folder": "abc", "run_id": "r1",
               "metrics": {"images_per_s": 100.0, "images_per_s_ci95": [90.0, 110.0], "steps_per_window": 2}}
     path = recipe.write(case, record, "ddp, fp32", tmp_path)
-    assert path.name == "recipe_2gpu.py" and "torchrun --standalone --nproc-per-node 2" in path.read_text()
+    assert path.name == "recipe_2gpu_resnet18.py" and "torchrun --standalone --nproc-per-node 2" in path.read_text()
     again = recipe.write(case, {**record, "run_id": "r2"}, "ddp, fp32", tmp_path)
-    assert again == path and sorted(p.name for p in tmp_path.iterdir()) == ["recipe_2gpu.py"]  # the latest only
+    assert again == path and sorted(p.name for p in tmp_path.iterdir()) == ["recipe_2gpu_resnet18.py"]  # the latest only
     assert ", run r2" in path.read_text()
     ran = subprocess.run([sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node", "2",
                           str(path), "--warmup", "1", "--steps", "2", "--windows", "1"],
@@ -766,7 +766,7 @@ def test_recommend_with_a_jpeg_folder_on_the_cpu_writes_a_jpeg_recipe_that_runs(
         assert summary["jpeg_recipe"] is None
         return
     script = results / summary["jpeg_recipe"]
-    assert script.name == "recipe_1gpu_jpeg.py" and "recipe fed by JPEGs (dali cpu): " in out.stdout
+    assert script.name == "recipe_1gpu_resnet18_jpeg.py" and "recipe fed by JPEGs (dali cpu): " in out.stdout
     ran = subprocess.run([sys.executable, str(script), "--data", str(data), "--warmup", "1", "--steps", "2",
                           "--windows", "2"], capture_output=True, text=True, timeout=300)
     assert ran.returncode == 0, ran.stderr[-2000:]

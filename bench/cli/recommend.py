@@ -18,6 +18,9 @@ def add(sub) -> None:
                                     "ones); 1: some count found none; 2: refused.")
     rc.add_argument("--gpus", type=int, default=None,
                     help="most GPUs (1, 2, 4, ... up to it are searched; default: all visible; CPU ranks if none)")
+    rc.add_argument("--model", default="", metavar="NAME",
+                    help="search for this model instead of ResNet-50 (ResNet-18 on the CPU): any torchvision "
+                         "classification model (`bench models` lists them) or package.module:factory")
     rc.add_argument("--budget", default="10m", help="time for the whole search: seconds, or with s, m or h (default 10m)")
     rc.add_argument("--data", default="", help="ImageFolder tree: also search the winner fed by JPEGs (DALI and its "
                                                "knobs, the torch DataLoader) and write its recipe_<N>gpu_jpeg.py")
@@ -44,7 +47,7 @@ def command(a) -> int:
         raise CaseError(f"--final-processes={a.final_processes} must be 0 (none) or more")
     check_floor_count("--confirm-processes", a.confirm_processes)
     check_floor_count("--floor-processes", a.floor_processes)
-    gpus, base, note = base_for(a.gpus)
+    gpus, base, note = base_for(a.gpus, a.model)
     if note:
         print(note)
 

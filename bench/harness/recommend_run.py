@@ -5,7 +5,7 @@ from __future__ import annotations
 import statistics
 
 from ..analysis import plan, search
-from ..core import recipes
+from ..core import models, recipes, sweeps
 from ..core.case import Case
 from ..core.errors import CaseError
 from ..data.folder import check_size, scan
@@ -17,16 +17,18 @@ from .dist import DistArgs
 from .run import Run, run_cases
 
 
-def base_for(gpus: int | None) -> tuple[int, Case, str]:
+def base_for(gpus: int | None, model: str = "") -> tuple[int, Case, str]:
     """(GPU count, base case, a line to print): the GPU base where GPUs are visible, else the CPU's
-    small search base (ResNet-18, 32 px) on gloo ranks."""
+    small search base (ResNet-18, 32 px) on gloo ranks; training `model` where one is named (the
+    search, its yardsticks and its recipes)."""
+    fields = models.model_fields(model) if model else {}
     if envmod.visible_gpu_count():
         n, _ = resolve_gpus(gpus)
-        return n, recipes.GPU_BASE, ""
+        return n, sweeps.with_model(recipes.GPU_BASE, **fields) if fields else recipes.GPU_BASE, ""
     n = gpus or 1
     if n < 1:
         raise CaseError(f"--gpus={n} must be a positive number of CPU ranks")
-    base = recipes.CPU_RECOMMEND_BASE
+    base = sweeps.with_model(recipes.CPU_RECOMMEND_BASE, **fields) if fields else recipes.CPU_RECOMMEND_BASE
     return n, base, (f"no GPU visible: searching on the CPU ({base.model}, {base.image_size} px images, "
                      "gloo ranks for ddp)")
 
