@@ -7,6 +7,7 @@ and GoogLeNet without their auxiliary outputs (a training step wants one tensor 
 from __future__ import annotations
 
 import ast
+import functools
 import hashlib
 import importlib
 import importlib.util
@@ -24,6 +25,7 @@ STEM_MODELS = re.compile(r"^(resnet|resnext|wide_resnet)\d")
 """Models whose stem is ResNet's `conv1`, the one input_channels=4 widens."""
 
 
+@functools.cache  # an install does not change under a running process; every Case made is checked
 def torchvision_names() -> tuple[str, ...]:
     """Every name `torchvision.models.list_models(module=torchvision.models)` gives: the functions of
     torchvision/models/*.py (not its detection, segmentation, video ... packages) decorated with
