@@ -12,6 +12,8 @@ from __future__ import annotations
 import hashlib
 import json
 
+from . import models
+
 ID_DEFAULTS = {
     "name": "custom", "model": "resnet50", "num_classes": 1000, "image_size": 224, "device": "cuda", "gpus": 1,
     "strategy": "single", "batch_size": 256, "precision": "fp32", "channels_last": False, "cudnn_benchmark": True,
@@ -50,7 +52,8 @@ def idle_rules(c: dict) -> list[tuple[tuple[str, ...], str]]:
     """(knobs, why) that change nothing in this case: validation refuses them away from their
     defaults, and a stored case that carried one (a default that has changed since) keeps its id."""
     rules = [
-        (("model_source", "model_path"), ":" not in c["model"], "they identify a factory package.module:function"),
+        (("model_source", "model_path"), not models.is_factory(c["model"]),
+         "they identify a factory package.module:function"),
         (("bucket_cap_mb", "gradient_as_bucket_view", "static_graph", "broadcast_buffers"),
          c["strategy"] != "ddp", "DDP knobs need strategy='ddp'"),
         (("nccl_env",), c["strategy"] != "ddp" or c["device"] != "cuda", "NCCL runs only under ddp on cuda"),

@@ -4,21 +4,22 @@ from __future__ import annotations
 
 import importlib.metadata
 
-from . import host_cache
+from . import host_cache, models
 
 METHOD = "3x forward"
 """How a training image's FLOPs are counted (three times the counted forward); a record's count made
 another way (forward and backward counted, before) is counted again when it is read."""
 
 
-def training_flops_per_image(model: str, image_size: int, num_classes: int, build, model_source: str = "") -> float:
-    """Forward + backward FLOPs for one image through the network `build()` makes, which `model` (a
-    factory's with its `model_source` hash), `image_size` and `num_classes` name; read back where this
-    install counted it before."""
+def training_flops_per_image(model: str, image_size: int, num_classes: int, model_path: str = "",
+                             model_source: str = "") -> float:
+    """Training FLOPs for one image of the model as core/models.py builds it (a factory's identified by
+    its `model_source` hash); read back where this install counted it before."""
     key = {"method": METHOD, "model": model, "model_source": model_source, "image_size": image_size,
            "num_classes": num_classes,
            "torch": importlib.metadata.version("torch"), "torchvision": importlib.metadata.version("torchvision")}
-    return host_cache.remembered("flops", key, lambda: count_training_flops(build, image_size))
+    return host_cache.remembered("flops", key, lambda: count_training_flops(
+        lambda: models.build(model, num_classes, image_size, model_path, model_source), image_size))
 
 
 def count_training_flops(build, image_size: int) -> float:

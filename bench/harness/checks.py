@@ -57,8 +57,8 @@ def check_data(cases: list[Case]) -> None:
 
 
 def check_models(cases: list[Case]) -> None:
-    """Each distinct network trains at its case's image size: one forward and backward on the meta
-    device (no memory, no arithmetic), whose FLOPs count is kept for the worker and the report; refused
+    """Each distinct network takes its case's image size: one forward pass on the meta device (no
+    memory, no arithmetic), whose FLOPs count is kept for the worker and the report; refused
     in one line naming what the model needs, before anything runs."""
     seen = set()
     for c in cases:

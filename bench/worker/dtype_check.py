@@ -76,11 +76,10 @@ def check_kernel_choice(case: Case, facts: dict) -> dict:
 
 
 def check_input_channels(case: Case, model, images) -> dict:
-    """The `input_channels` label against the model's stem (`conv1`) and one delivered batch, whose
-    channels past the RGB must hold zeros; returns the facts, stored with the record."""
-    conv1 = getattr(model, "conv1", None)  # ResNet's stem; other models read RGB, as their first layer says
-    stem = conv1.in_channels if isinstance(conv1, torch.nn.Conv2d) else first_conv_channels(model)
-    seen = images.shape[1]
+    """The `input_channels` label against the model's stem (its first convolution, ResNet's `conv1`) and
+    one delivered batch, whose channels past the RGB must hold zeros; returns the facts, stored with the
+    record."""
+    stem, seen = first_conv_channels(model), images.shape[1]
     if stem != case.input_channels or seen != case.input_channels:
         raise LabelMismatch(f"input_channels={case.input_channels} but the stem convolution read {stem} channel(s) "
                             f"and the loader delivered {seen}")
@@ -91,5 +90,6 @@ def check_input_channels(case: Case, model, images) -> dict:
 
 
 def first_conv_channels(model) -> int:
-    """The input channels of the model's first convolution (3 where it has none: a user's model may not)."""
+    """The input channels of the model's first convolution (a widened ResNet `conv1` keeps its place);
+    3 where it has none: a user's model may not."""
     return next((m.in_channels for m in model.modules() if isinstance(m, torch.nn.Conv2d)), 3)

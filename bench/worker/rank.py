@@ -23,7 +23,6 @@ from .faults import is_oom
 from .heartbeat import heartbeat
 from .loop import measure
 from .phases import mark, marks
-from .trainer import network
 
 
 def redirect_stderr(out: Path, rank: int) -> Path:
@@ -54,7 +53,7 @@ def run_rank(case: Case, out: Path, go: Path | None = None) -> int:
         record.update(measure(case, ctx))
         if rank == 0 and not case.loader_only:  # after the windows: what the report's MFU divides
             record["model_flops_per_image"] = training_flops_per_image(
-                case.model, case.image_size, case.num_classes, lambda: network(case), case.model_source)
+                case.model, case.image_size, case.num_classes, case.model_path, case.model_source)
             record["model_flops_method"] = FLOPS_METHOD
     except loaders.SkipCase as e:
         record.update(status="skipped", reason=str(e))

@@ -18,14 +18,10 @@ from .graphed_step import GraphedStep
 from .timing import InputStallProbe
 
 
-def network(case: Case) -> torch.nn.Module:
-    """The case's model as its constructor makes it, on the current default device."""
-    return models.build(case.model, case.num_classes, case.image_size, case.model_path, case.model_source)
-
-
 def build_model(case: Case, ctx: RankContext) -> torch.nn.Module:
     torch.manual_seed(case.seed)
-    model = widen_stem(network(case), case.input_channels)
+    model = models.build(case.model, case.num_classes, case.image_size, case.model_path, case.model_source)
+    model = widen_stem(model, case.input_channels)
     fmt = torch.channels_last if case.channels_last else torch.contiguous_format
     return model.to(ctx.device, memory_format=fmt).train()
 
