@@ -10,8 +10,9 @@ BENCH_SWEEPS (comma-separated sweep names; default: the `make bench` set where a
 with the reason), BENCH_MODEL (the model every case trains instead of its recipe's: a torchvision
 classification model or package.module:factory), BENCH_RESULTS (results root), BENCH_PROCESSES (fresh
 processes per case, default 1)
-and BENCH_FLOOR_PROCESSES (processes of the noise-floor reference at the session's start, default 0)
-steer it. A plain `pytest` skips these tests.
+BENCH_FLOOR_PROCESSES (processes of the noise-floor reference at the session's start, default 0)
+and BENCH_SHARED_GPU (1: measure beside other work on the GPUs, every figure marked shared; by default
+the session stops with exit 2 when another process holds them) steer it. A plain `pytest` skips these tests.
 """
 from __future__ import annotations
 
@@ -72,10 +73,11 @@ def bench_session(request):
     if not request.config.getoption("benchmark_only", False):
         pytest.skip("the benchmark sweep runs with `pytest --benchmark-only`")
     store = Store(os.environ.get("BENCH_RESULTS", DEFAULT_ROOT))
-    run = Run(store, processes=int(os.environ.get("BENCH_PROCESSES", "1")))
+    run = Run(store, processes=int(os.environ.get("BENCH_PROCESSES", "1")),
+              shared_gpu=os.environ.get(SHARED_GPU_VAR, "0") == "1")
     run.manifest["sweeps"].append("pytest-benchmark")
     try:
-        run.claim()  # a sweep measuring on this machine at the same time would slow both
+        run.claim([c for _, c in planned_cases()])  # another job on the GPUs, or a sweep here, would slow both
     except BenchError as e:
         pytest.exit(f"error: {e}", returncode=2)
     visible = envmod.visible_gpu_count()
@@ -104,6 +106,7 @@ def seconds_per_image(record: dict) -> list[float]:
     return [1.0 / ips for p in record.get("processes") or [] for ips in (p.get("images_per_s_repeats") or [])]
 
 
+SHARED_GPU_VAR = "BENCH_SHARED_GPU"
 TESTED_WITH = "pytest-benchmark 5.3 (pinned in pyproject.toml)"
 
 
@@ -126,7 +129,10 @@ def run_benchmark(benchmark, bench_sweep, bench_case, bench_session) -> dict:
     _ensure_data(case, bench_session)
     started = now_iso()
     run = bench_session["run"]
-    out = measure(case, run.processes, run.floor)
+    try:
+        out = measure(case, run.processes, run.floor, guard=run.guard)
+    except BenchError as e:  # someone else's work came onto the GPUs: no later figure would be the machine's
+        pytest.exit(f"error: {e}", returncode=2)
     record = assemble(case, out, bench_sweep, bench_session["env"], started, bench_session["peak"], run.run_id)
     bench_session["store"].save(record)
     benchmark.group = f"{bench_sweep}: OPS = images/s (values: seconds per image, one per measured window)"

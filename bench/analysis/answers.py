@@ -39,7 +39,9 @@ def from_experiment(m: dict, en: dict) -> Evidence | None:
     if not en.get("verdict"):
         return None
     n = len(en.get("pairs") or [])
-    if en.get("measures") == "images_per_s":
+    if en.get("delta_pct") is None and en.get("measures") == "images_per_s":
+        effect = "-"  # stopped before a pair it could judge (the GPU was shared)
+    elif en.get("measures") == "images_per_s":
         low, high = en.get("ci95_pct") or (None, None)
         effect = f"{en['delta_pct']:+.1f}%" + (f" ({low:+.1f}% to {high:+.1f}%)" if low is not None else "")
     else:

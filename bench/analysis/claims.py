@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from ..core import verdicts
+from ..core import sharing, verdicts
 from ..core.identity import differing_fields
 from ..core.phrases import phrase
 from ..core.verdicts import CANNOT, FAILS, HOLDS, INCONCLUSIVE
@@ -118,10 +118,14 @@ def own_noise(a: query.Record, b: query.Record, include_old: bool = False, unrel
     why, analysis/noise.unreliable_runs), leaves the pair shown, not judged."""
     loose = include_old and not (a.current and b.current)
     why = next(((r.run_id, (unreliable or {})[r.run_id]) for r in (a, b) if r.run_id in (unreliable or {})), None)
-    halves = [None, None] if why else [verdicts.half_width_pct(r.metrics, loose) for r in (a, b)]
+    shared = [r for r in (a, b) if r.gpu_shared]
+    halves = [None, None] if why or shared else [verdicts.half_width_pct(r.metrics, loose) for r in (a, b)]
     c = verdicts.compare(a.images_per_s, halves[0], b.images_per_s, halves[1])
+    c["shared"] = bool(shared)
     missing = [r.case["name"] for r, h in zip((a, b), halves) if h is None]
-    c["noise_phrase"] = (phrase("noise", pct=f"{c['noise_pct']:.1f}") if c["noise_pct"] is not None
+    c["noise_phrase"] = (phrase("gpu_shared", which=" and ".join(r.case["name"] for r in shared),
+                                seen=sharing.summary(shared[0].gpu_shared, 1)) if shared
+                         else phrase("noise", pct=f"{c['noise_pct']:.1f}") if c["noise_pct"] is not None
                          else phrase("unreliable_run", run=why[0], why=why[1]) if why
                          else phrase("not_judged", which=" and ".join(dict.fromkeys(missing))))
     return c
@@ -191,7 +195,8 @@ def _evaluate_pair(claim: Claim, usable: list[query.Record], include_old: bool, 
     c = own_noise(a, b, include_old, unreliable)
     text = phrase("pair", where=where, ips_a=f"{a.images_per_s:,.0f}", ips_b=f"{b.images_per_s:,.0f}",
                   noise=c["noise_phrase"])
-    return {"verdict": verdicts.claim_verdict(c["delta_pct"], c["noise_pct"]), "effect": f"{c['delta_pct']:+.1f}%",
+    verdict = verdicts.SHARED if c["shared"] else verdicts.claim_verdict(c["delta_pct"], c["noise_pct"])
+    return {"verdict": verdict, "effect": f"{c['delta_pct']:+.1f}%",
             "noise_pct": c["noise_pct"], "noise_text": c["noise_phrase"].text(), "evidence_phrase": text, "files": files,
             **which}
 
@@ -210,14 +215,15 @@ def _evaluate_table(claim: Claim, records: list[query.Record], unreliable: dict)
         c = own_noise(a, b, unreliable=unreliable)
         dates += [a.started_at, b.started_at]
         runs |= {a.run_id, b.run_id}
-        judged.append(verdicts.claim_verdict(c["delta_pct"], c["noise_pct"]))
+        judged.append(verdicts.SHARED if c["shared"] else verdicts.claim_verdict(c["delta_pct"], c["noise_pct"]))
         files += [a.path, b.path]
         effect = f"{c['delta_pct']:+.1f}%"
         parts.append(phrase("gpus_measured", n=gpus, delta=f"{c['delta_pct']:+.1f}", noise=c["noise_phrase"],
                             published=published))
     if not judged:
         return {"verdict": CANNOT, "effect": "-", "files": [], "evidence_phrase": phrase("table_not_run", parts=parts)}
-    verdict = HOLDS if all(v == HOLDS for v in judged) else FAILS if FAILS in judged else INCONCLUSIVE
+    verdict = HOLDS if all(v == HOLDS for v in judged) else FAILS if FAILS in judged else \
+        verdicts.SHARED if verdicts.SHARED in judged else INCONCLUSIVE
     return {"verdict": verdict, "effect": effect, "files": files, "evidence_phrase": phrase("table_judged", parts=parts),
             "date": max(dates), "runs": sorted(runs), "pair": names, "gpus": None}
 

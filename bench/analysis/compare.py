@@ -13,7 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from ..core import verdicts
+from ..core import sharing, verdicts
 from ..core.errors import FAILED, CompareError
 from ..core.files import write_json_atomic
 from ..store import query
@@ -111,7 +111,13 @@ def _row(a: Record | None, b: Record | None, assumed: dict, include_old: bool) -
     row = {"case": (b or a).case_id, "sweep": (b or a).sweep, "a_images_per_s": a.images_per_s if a else None,
            "b_images_per_s": b.images_per_s if b else None, "delta_pct": None, "noise_pct": None, "note": "",
            "a_file": a.path if a else None, "b_file": b.path if b else None}
-    if a and a.ok and b and b.ok:
+    if a and a.ok and b and b.ok and (a.gpu_shared or b.gpu_shared):
+        # measured beside someone else's work: its change is no noise of this machine's to judge
+        c = verdicts.compare(a.images_per_s, None, b.images_per_s, None)
+        where = " and ".join(side for side, r in (("a", a), ("b", b)) if r.gpu_shared)
+        row.update(delta_pct=c["delta_pct"], verdict=verdicts.SHARED,
+                   note=f"GPU shared in {where}: " + sharing.summary((a.gpu_shared or b.gpu_shared), 1))
+    elif a and a.ok and b and b.ok:
         c = noise.judge(a, b, assumed, include_old)
         old = not (a.current and b.current)
         row.update(delta_pct=c["delta_pct"], noise_pct=c["noise_pct"], verdict=c["verdict"],

@@ -1,7 +1,7 @@
 """Where the time goes in one stored case, and what bounds it."""
 from __future__ import annotations
 
-from ..core import model_flops
+from ..core import model_flops, models
 from . import flops
 
 INPUT_BOUND_PCT = 10.0   # a device that sits idle this long waiting for batches is held back by its input
@@ -59,11 +59,17 @@ def diagnose(record: dict, peak: dict | None = None) -> dict:
            "host_cpu_busy_pct": m.get("host_cpu_busy_pct"), "host_cpu_steal_pct": m.get("host_cpu_steal_pct")}
     if not case.get("loader_only"):
         per_image = counted_flops(ranks)
-        if per_image is None:  # older records: counted here for the model the case names
-            per_image = flops.training_flops_per_image(case["model"], case["image_size"], case["num_classes"])
-        out["model_flops_per_image"], out["flops_method"] = per_image, model_flops.METHOD
+        if per_image is None and not models.is_factory(case["model"]):
+            # older records: counted here for the torchvision model the case names; a factory a record names is
+            # never imported on its say-so (results are data from elsewhere), so such a record has no MFU
+            try:
+                per_image = flops.training_flops_per_image(case["model"], case["image_size"], case["num_classes"])
+            except Exception:  # a name no torchvision model answers to: no MFU, the rest stands
+                per_image = None
+        if per_image is not None:
+            out["model_flops_per_image"], out["flops_method"] = per_image, model_flops.METHOD
         rate = ((peak or {}).get("flops_per_s") or {}).get(case["precision"])
-        if rate:
+        if rate and per_image is not None:
             out["mfu_pct"] = flops.mfu_pct(m["images_per_s"], per_image, case["gpus"], rate)
             out["peak_flops_per_s"] = rate
     out["verdict"], out["evidence"] = verdict(case, out)

@@ -100,7 +100,7 @@ def assumed_noise(records: list[Record]) -> NoiseModel:
                                           where=where))))
     for r in records:
         figures = [p.get("images_per_s") for p in r.data.get("processes") or []]
-        if r.ok and r.current and all(figures) and r.run_id not in found.unreliable:
+        if r.ok and r.current and all(figures) and r.run_id not in found.unreliable and not r.gpu_shared:
             offer(r.machine, identity.knobs_key(r.case), r.started_at, figures,
                   phrase("case_run", name=r.case["name"], run=r.run_id))
     for run_id, m in manifests.items():

@@ -15,7 +15,7 @@ from ..harness.ab import AbRun, Settings
 from ..present import compare_text
 from ..store.tree import Store
 from . import sweep as sweepcmd
-from .flags import add_results_flag, parse_budget
+from .flags import add_results_flag, add_shared_flag, parse_budget
 
 
 def add(sub) -> None:
@@ -52,6 +52,7 @@ def add(sub) -> None:
     p.add_argument("--data", default="", help="ImageFolder tree for the torch and dali loaders (default: generated)")
     p.add_argument("--json", default="", metavar="FILE", help="also write the comparison as JSON to FILE")
     p.add_argument("--wide", action="store_true", help="full case ids in the table, however wide it gets")
+    add_shared_flag(p)
     add_results_flag(p)
     p.set_defaults(func=command)
 
@@ -88,7 +89,7 @@ def command(a) -> int:
     base = sidesmod.check_out(sides)
     try:
         run = AbRun((sides[0], sides[1]), cases, Store(a.results),
-                    Settings(a.threshold, budget, a.pairs, a.floor_processes, a.fail_under))
+                    Settings(a.threshold, budget, a.pairs, a.floor_processes, a.fail_under, a.shared_gpu))
         result = run.execute()
     finally:
         sidesmod.remove(sides, base)

@@ -95,6 +95,13 @@ def add_noise_flags(p: argparse.ArgumentParser, floor_default: int) -> None:
                         f"(default {min(floor_default, 2)})")
 
 
+def add_shared_flag(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--shared-gpu", action="store_true",
+                   help="measure even where another process holds or uses the GPUs (NVML shows it); every figure "
+                        "is then marked shared and no verdict is judged from it. Without it such a run is refused "
+                        "(exit 2), and one that finds another process between its cases stops there")
+
+
 def check_processes(a) -> None:
     if a.processes < 1:
         raise CaseError(f"--processes={a.processes} must be >= 1 (fresh processes per case)")

@@ -6,6 +6,7 @@ import sys
 from pathlib import Path
 
 from ..core.errors import StoreError
+from ..core.untrusted import clean
 from ..store import query
 
 
@@ -17,7 +18,7 @@ def load(paths) -> list[query.Record]:
                          "(the default is results/ of this checkout)")
     records, problems = query.load(paths)
     for p in problems:
-        print(f"warning: skipped {p}", file=sys.stderr)
+        print(f"warning: skipped {clean(p)}", file=sys.stderr)
     return records
 
 

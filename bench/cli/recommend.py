@@ -6,7 +6,7 @@ from ..core.errors import FAILED, CaseError
 from ..harness.recommend_run import base_for, recommend
 from ..present import recipe, recommend_text
 from ..store.tree import Store
-from .flags import add_dist_flags, add_results_flag, check_floor_count, dist_from_args, parse_budget
+from .flags import add_dist_flags, add_results_flag, add_shared_flag, check_floor_count, dist_from_args, parse_budget
 from .reading import shown
 
 
@@ -36,6 +36,7 @@ def add(sub) -> None:
     rc.add_argument("--floor-processes", type=int, default=5, metavar="N",
                     help="fresh processes of the first starting set-up, whose spread is the run's noise floor "
                          "(default 5; 0 = none)")
+    add_shared_flag(rc)
     add_results_flag(rc)
     add_dist_flags(rc)
     rc.set_defaults(func=command)
@@ -56,7 +57,7 @@ def command(a) -> int:
 
     outcomes, recipes = recommend(Store(a.results), dist_from_args(a), gpus, base, budget, a.data,
                                   not a.no_compile, a.final_processes, a.floor_processes, write_recipe,
-                                  confirm_processes=a.confirm_processes)
+                                  confirm_processes=a.confirm_processes, shared_gpu=a.shared_gpu)
     print()
     print(recommend_text.render(outcomes, budget, {k: shown(p) for k, p in recipes.items()}))
     # answered at every count (a DataParallel yardstick that won has no script, yet is an answer)

@@ -1,13 +1,13 @@
 """`bench run`: one case from flags, in fresh processes, stored."""
 from __future__ import annotations
 
-from ..core import recipes
+from ..core import recipes, untrusted
 from ..core.errors import FAILED, CaseError
 from ..harness import env as envmod
 from ..harness.run import Run, run_cases
 from ..store.tree import Store
-from .flags import add_case_flags, add_dist_flags, add_noise_flags, add_results_flag, case_from_args, \
-    check_processes, dist_from_args
+from .flags import add_case_flags, add_dist_flags, add_noise_flags, add_results_flag, add_shared_flag, \
+    case_from_args, check_processes, dist_from_args
 
 
 def add(sub) -> None:
@@ -18,18 +18,22 @@ def add(sub) -> None:
     add_dist_flags(r)
     r.add_argument("--sweep-name", default="run", help="results sub-folder (default: run)")
     add_noise_flags(r, 0)
+    add_shared_flag(r)
     add_results_flag(r)
     r.set_defaults(func=command)
 
 
 def command(a) -> int:
+    if untrusted.path_part_problem(a.sweep_name, "--sweep-name") or untrusted.problem(a.sweep_name):
+        raise CaseError(f"--sweep-name {a.sweep_name[:60]!r} must be one plain folder name (no '/', not starting "
+                        "with '.', printable), e.g. my-run")
     case = case_from_args(a)
     dist = dist_from_args(a)
     check_processes(a)
     if case.device == "cuda" and not envmod.visible_gpu_count():
         raise CaseError("this machine shows no GPU; add --device cpu to run the case on the CPU "
                         "(gloo ranks for ddp, tiny images suit it: --image-size 32 --model resnet18)")
-    run = Run(Store(a.results), dist, a.processes)
+    run = Run(Store(a.results), dist, a.processes, shared_gpu=a.shared_gpu)
     reference = recipes.noise_reference(case.device)
     run.begin([case])
     with run:

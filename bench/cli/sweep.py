@@ -23,6 +23,7 @@ from .flags import (
     add_dist_flags,
     add_noise_flags,
     add_results_flag,
+    add_shared_flag,
     check_processes,
     dist_from_args,
     parse_budget,
@@ -55,6 +56,7 @@ def add(sub) -> None:
                         f"a GPU, {DEFAULT_BUDGET_S['cpu']:g}s on the CPU; 0 measures each case once, as listed)")
     s.add_argument("--dry-run", action="store_true", help="list the cases and what each sweep is expected to cost; run nothing")
     add_noise_flags(s, 3)
+    add_shared_flag(s)
     add_results_flag(s)
     add_dist_flags(s)
     s.set_defaults(func=command)
@@ -134,9 +136,9 @@ def command(a) -> int:
         return 0
     every = [c for _, cs in plans for c in cs]
     reference = recipes.noise_reference(device)
-    run = Run(store, dist, a.processes, software_now=False)
+    run = Run(store, dist, a.processes, software_now=False, shared_gpu=a.shared_gpu)
     run.check(every)
-    run.claim()  # this machine's lock before anything runs: the data and the priming would slow another run
+    run.claim(every)  # the GPUs and this machine's lock before anything runs: the data and the priming would slow another run
     if a.floor_processes >= 2:  # the floor's first process imports while the data is made
         launch.start_ahead(reference, dist)
     prepare(device, data_dir if not a.data else "", every, reference)

@@ -22,6 +22,7 @@ TEMPLATES = {
                            "configuration stored on {machine} before it",
         "older": "older definition",
         "unreliable_run": "run {run} is unreliable: {why}",
+        "gpu_shared": "GPU shared while {which} ran ({seen}): not judged",
         "floor_too_wide": "its noise floor's process-to-process sd is {sd}% over {n} processes, above the {limit}% a "
                           "verdict can be judged by",
         "floor_moved": "its noise floor moved {drift}% between the run's start and end, {limit}% or more: the machine "
@@ -57,6 +58,7 @@ TEMPLATES = {
         "assumed_default": "假定 ±{pct}%：{kind} 用例的默认值，此前 {machine} 上尚未保存过该配置 {n} 个以上进程的运行",
         "older": "旧的指标定义",
         "unreliable_run": "运行 {run} 不可靠：{why}",
+        "gpu_shared": "{which} 运行时 GPU 被共享（{seen}）：不作判定",
         "floor_too_wide": "其噪声底在 {n} 个进程间的标准差为 {sd}%，高于可据以判断的 {limit}%",
         "floor_moved": "其噪声底在运行开始与结束之间变化了 {drift}%，达到或超过 {limit}%：机器在运行期间发生了变化",
         "needs_gpus": "需要 {n} 个或更多 GPU，而已保存的结果只有更少的 GPU",

@@ -4,6 +4,8 @@ from __future__ import annotations
 import math
 import statistics
 
+from .sharing import host_outside_pct
+
 
 def merge_repeat(rank_windows_s: list[float], rank_images: list[int]) -> float:
     """Global images/s of one measured window: every rank's images over the slowest rank's time."""
@@ -54,6 +56,7 @@ def merge_ranks(ranks: list[dict], gpus: int) -> dict:
     stall_pct = [100.0 * sum(r["input_stall_s"]) / sum(r["windows_s"]) for r in ranks if r.get("input_stall_s") is not None]
     return {
         **_host_cpu(ranks),
+        "host_cpu_outside_pct": host_outside_pct(ranks),
         "input_stall_pct": max(stall_pct) if stall_pct else None,
         "input_stall_pct_per_rank": stall_pct or None,
         "window_rel_se": relative_standard_error([t / n for t, n in zip(slowest_s, images)]),
@@ -186,4 +189,6 @@ def combine_processes(per_process: list[dict], floor: dict | None, gpus: int) ->
                   images_per_s_processes=figs, processes=len(figs), median_process=middle,
                   images_per_s_ci95=ci95(figs, [m.get("window_rel_se", 0.0) for m in per_process], floor,
                                          [len(m.get("images_per_s_repeats") or [1]) for m in per_process]))
+    outside = [m["host_cpu_outside_pct"] for m in per_process if m.get("host_cpu_outside_pct") is not None]
+    merged["host_cpu_outside_pct"] = max(outside) if outside else None  # the worst process: any may be moved
     return merged

@@ -12,6 +12,9 @@ import math
 
 FASTER, SLOWER, WITHIN, INCONCLUSIVE = "faster", "slower", "within noise", "inconclusive"
 HOLDS, FAILS, CANNOT = "holds", "does not hold", "cannot be measured here"
+SHARED = "inconclusive (GPU shared)"
+"""A comparison or claim one of whose figures was measured beside someone else's work on the GPU
+(core/sharing.py): its noise is not the machine's, so nothing can be judged from it."""
 MIN_EFFECT_PCT = 3.0
 """The smallest gain that counts as the speed-up an article promises (T): an interval wholly within
 +-T% is a conclusion too, "no effect worth having"."""

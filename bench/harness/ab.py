@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from ..analysis import ab as abplan
 from ..analysis import compare as comparemod
 from ..analysis import plan
-from ..core import phases, recipes, stats
+from ..core import phases, recipes, sharing, stats
 from ..core.case import Case
 from ..core.files import write_json_atomic
 from ..core.labels import duration
@@ -22,6 +22,7 @@ from ..store.tree import Store, new_run_id
 from . import env as envmod
 from . import launch, records
 from .checks import check_data, check_gpus
+from .gpu_guard import GpuGuard
 from .run import now_iso
 from .sides import Side
 from .signals import terminate_as_interrupt
@@ -34,6 +35,7 @@ class Settings:
     pairs: int | None = None
     floor_processes: int = 3
     fail_under_pct: float = 0.0
+    shared_gpu: bool = False
 
 
 @dataclass
@@ -42,6 +44,8 @@ class CaseState:
     sweep: str
     figures: dict = field(default_factory=lambda: {"a": [], "b": []})
     failed: dict = field(default_factory=dict)
+    shared: list = field(default_factory=list)
+    """What was seen on the GPUs around or during this case's processes (harness/gpu_guard.py)."""
 
 
 def kind(a: Side, b: Side) -> str:
@@ -64,6 +68,8 @@ class AbRun:
         self.plan: abplan.PairPlan | None = None
         self.t0 = time.monotonic()
         self.interrupted = True
+        self.guard = GpuGuard(settings.shared_gpu)
+        self.shared_before: list[dict] = []
 
     def side(self, name: str) -> Side:
         return self.a if name == "a" else self.b
@@ -76,6 +82,7 @@ class AbRun:
         cases = [s.case for s in self.states]
         check_gpus(cases, envmod.visible_gpu_count())
         check_data(cases)
+        self.shared_before = self.guard.before_run(cases)
         self.store.check_writable(self.machine, "comparisons")
         self.store.lock(self.machine, f"pid {os.getpid()}, A/B {self.run_id}, started {now_iso()}")
         try:
@@ -95,13 +102,14 @@ class AbRun:
         s = self.side(side)
         nxt = self.side(then[1]) if then else None
         ahead = then is not None and s.starts_ahead and nxt.starts_ahead
-        r = launch.run_case(case, root=s.root, env=s.env, then=then[0] if ahead else None,
-                            then_root=nxt.root if ahead else None, then_env=nxt.env if ahead else None)
+        r = records.run_case(case, guard=self.guard, root=s.root, env=s.env, then=then[0] if ahead else None,
+                             then_root=nxt.root if ahead else None, then_env=nxt.env if ahead else None)
         m = r.get("metrics") or {}
         self.processes.append({"case_id": case.case_id, "side": side, "status": r["status"],
                                "reason": r.get("reason", ""), "images_per_s": m.get("images_per_s"),
                                "wall_s": r.get("wall_s"), "phases_s": records.phases_of(r),
-                               "worker_root": ((r.get("ranks") or [{}])[0]).get("worker_root")})
+                               "worker_root": ((r.get("ranks") or [{}])[0]).get("worker_root"),
+                               **({"gpu_shared": r["gpu_shared"]} if r.get("gpu_shared") else {})})
         self.save()
         return r
 
@@ -151,6 +159,7 @@ class AbRun:
                 nxt = order[j + 1] if j + 1 < len(order) else None
                 then = (self.states[active[nxt[1]]].case, nxt[2]) if nxt else (state.case, side)
                 r = self._run(state.case, side, then)
+                state.shared += r.get("gpu_shared") or []
                 if r["status"] == "ok":
                     state.figures[side].append(r["metrics"]["images_per_s"])
                     shown = f"{r['metrics']['images_per_s']:,.1f} images/s"
@@ -172,7 +181,7 @@ class AbRun:
             return True
         if self.settings.pairs or done >= abplan.paired.MAX_PAIRS:
             return False
-        rows = [self._row(s) for s in live]
+        rows = [self._row(s) for s in live if not s.shared]  # more pairs beside another's work decide nothing
         elapsed = time.monotonic() - self.t0
         return any(abplan.undecided(r, self.settings.threshold_pct) for r in rows) and \
             elapsed + self.round_s <= self.settings.budget_s
@@ -191,7 +200,12 @@ class AbRun:
     # --- what it found ----------------------------------------------------------------------------
     def _row(self, s: CaseState) -> dict:
         floor = self.floor if s.case.loader == "synthetic" else None  # the floor is a synthetic case's noise
-        return abplan.row(s.case.case_id, s.sweep, s.figures["a"], s.figures["b"], floor, s.failed or None)
+        row = abplan.row(s.case.case_id, s.sweep, s.figures["a"], s.figures["b"], floor, s.failed or None)
+        v = comparemod.verdicts
+        if s.shared and row["verdict"] in (v.FASTER, v.SLOWER, v.WITHIN, v.INCONCLUSIVE):
+            # pairs measured beside someone else's work: their differences are not this machine's noise
+            row.update(verdict=comparemod.verdicts.SHARED, note=sharing.summary(s.shared, 1))
+        return row
 
     def comparison(self) -> comparemod.Comparison:
         rows = [self._row(s) for s in self.states]
@@ -214,6 +228,7 @@ class AbRun:
                      "threshold_pct": self.settings.threshold_pct, "budget_s": self.settings.budget_s,
                      "plan": self.plan.__dict__ if self.plan else None, "order_rule": abplan.ORDER_RULE,
                      "noise_floor": self.floor, "processes": self.processes, "env": self.env,
+                     "shared_gpu": self.settings.shared_gpu, "gpu_shared_before_run": self.shared_before,
                      "cases": [{"case_id": s.case.case_id, "case": s.case.to_dict(), "sweep": s.sweep,
                                 "a_images_per_s": s.figures["a"], "b_images_per_s": s.figures["b"],
                                 "failed": s.failed} for s in self.states]}

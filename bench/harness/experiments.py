@@ -10,7 +10,7 @@ import time
 
 from ..analysis import answers
 from ..analysis import experiments as ex
-from ..core import paired
+from ..core import paired, sharing, verdicts
 from ..core.case import Case
 from ..core.identity import differing_fields
 from ..core.labels import duration
@@ -73,7 +73,7 @@ def run_experiments(run: Run, found: list[ex.Experiment], cases: list[Case], swe
             for k, case in enumerate(todo):
                 started[case.case_id] = started[case.case_id] or now_iso()
                 result = records.run_case(case, run.dist, then=todo[k + 1] if k + 1 < len(todo) else None,
-                                          on_phase=run.progress if run.live else None)
+                                          on_phase=run.progress if run.live else None, guard=run.guard)
                 run.progress(None)
                 runs[case.case_id].append(result)
                 if result["status"] == "ok":
@@ -107,6 +107,10 @@ def _add_pair(e: ex.Experiment, en: dict, runs: dict, failed: dict) -> None:
     bad = [f"{side} {cid} {failed[cid]}" for side, cid in (("before", a), ("after", b)) if cid in failed]
     if bad:
         en.update(status="failed", reason="; ".join(bad))
+        return
+    seen = (runs[a][-1].get("gpu_shared") or []) + (runs[b][-1].get("gpu_shared") or [])
+    if seen and not e.counted:  # its differences are not this machine's noise; more pairs would not help
+        en.update(status="GPU shared", verdict=verdicts.SHARED, reason=sharing.summary(seen, 1))
         return
     fa = ex.figure(e, runs[a][-1]["metrics"])
     fb = ex.figure(e, runs[b][-1]["metrics"])

@@ -38,14 +38,15 @@ RECIPES_FOLDER = "recipes"
 
 def recommend(store: Store, dist: DistArgs, gpus: int, base: Case, budget_s: float, data_dir: str,
               with_compile: bool, final_processes: int, floor_processes: int,
-              write_recipe, confirm_processes: int = search.CONFIRM_PROCESSES) -> tuple[list[search.Outcome], dict]:
+              write_recipe, confirm_processes: int = search.CONFIRM_PROCESSES,
+              shared_gpu: bool = False) -> tuple[list[search.Outcome], dict]:
     """Search at 1, 2, 4 ... `gpus`, each count with its share of what is left of the budget; every
     candidate is stored; `write_recipe(case, record, folder)` writes a winner's script. Returns the
     outcomes and the scripts written: by GPU count, and by (GPU count, "jpeg") for the winner fed by JPEGs."""
     if data_dir:
         check_size(scan(data_dir), base.replace(loader="torch", data_dir=data_dir))
     counts = recipes.gpu_counts(gpus)
-    run = Run(store, dist)
+    run = Run(store, dist, shared_gpu=shared_gpu)
     run.begin([search.start_case(base, n) for n in counts])
     with run:
         machine_dir = store.root / run.machine

@@ -12,7 +12,7 @@ from ..store.record import DEFINITIONS, SCHEMA
 from ..store.tree import Store, commit_folder
 from . import env as envmod
 from .dist import DistArgs
-from .launch import run_case
+from . import launch
 from .peak import load_or_measure
 
 
@@ -34,11 +34,26 @@ def assemble(case: Case, result: dict, sweep: str, env: dict, started_at: str, p
         "launch_command": result.get("command", ""),
         "phases_s": phases.total([p["phases_s"] for p in result.get("processes", [])]),
     }
+    shared = [{**s, "process": i + 1} for i, p in enumerate(record["processes"]) for s in p.get("gpu_shared") or []]
+    if shared:  # someone else's work was on the case's GPUs (harness/gpu_guard.py): every reader marks it
+        record["gpu_shared"] = shared
     slowdown = {r.get("injected_slowdown_pct") for r in record["ranks"]} - {None, 0, 0.0}
     if slowdown:  # a deliberately slowed run (a test of the comparison) says so in every record
         record["injected_slowdown_pct"] = max(slowdown)
     record["diagnosis"] = diagnose(record, peak)
     return record
+
+
+def run_case(case: Case, dist: DistArgs = DistArgs(), guard=None, **launch_args) -> dict:
+    """One process set of the case (launch.run_case) between two looks at its GPUs (harness/gpu_guard.py):
+    the one before may refuse the run, and whatever either saw, or the case's own samplers saw during its
+    windows, is the result's `gpu_shared`."""
+    seen = guard.before(case) if guard is not None else []
+    result = launch.run_case(case, dist, **launch_args)
+    seen += guard.after(case, result, seen) if guard is not None else []
+    if seen:
+        result["gpu_shared"] = seen
+    return result
 
 
 def process_summary(result: dict) -> dict:
@@ -48,7 +63,9 @@ def process_summary(result: dict) -> dict:
             "images_per_s_repeats": m.get("images_per_s_repeats"), "input_stall_pct": m.get("input_stall_pct"),
             "data_wait_pct": m.get("data_wait_pct"), "wall_s": result.get("wall_s"),
             "host_cpu_busy_pct": m.get("host_cpu_busy_pct"), "host_cpu_steal_pct": m.get("host_cpu_steal_pct"),
-            "windows_s": [r.get("windows_s") for r in result.get("ranks", [])], "phases_s": phases_of(result)}
+            "windows_s": [r.get("windows_s") for r in result.get("ranks", [])], "phases_s": phases_of(result),
+            "host_cpu_outside_pct": m.get("host_cpu_outside_pct"),
+            **({"gpu_shared": result["gpu_shared"]} if result.get("gpu_shared") else {})}
 
 
 def phases_of(result: dict) -> dict:
@@ -58,7 +75,7 @@ def phases_of(result: dict) -> dict:
 
 
 def measure(case: Case, processes: int, floor: dict | None, dist: DistArgs = DistArgs(),
-            then: Case | None = None, on_phase=None) -> dict:
+            then: Case | None = None, on_phase=None, guard=None) -> dict:
     """The case in `processes` fresh process sets, one after another. Its figure is the median of
     theirs, with the 95% interval of stats.ci95; the first that fails decides the case's status.
     `then`: the case the caller runs next, started ahead (harness/launch.py)."""
@@ -66,7 +83,7 @@ def measure(case: Case, processes: int, floor: dict | None, dist: DistArgs = Dis
     for i in range(processes):
         tell = None if on_phase is None else (
             lambda text, i=i: on_phase(f"process {i + 1} of {processes}: {text}" if processes > 1 else text))
-        result = run_case(case, dist, then=case if i + 1 < processes else then, on_phase=tell)
+        result = run_case(case, dist, then=case if i + 1 < processes else then, on_phase=tell, guard=guard)
         runs.append(result)
         if result["status"] != "ok":
             if processes > 1:

@@ -17,6 +17,7 @@ from . import env as envmod
 from . import launch, records
 from .checks import check_data, check_gpus, check_models, check_nodes
 from .dist import DistArgs
+from .gpu_guard import GpuGuard
 from .signals import terminate_as_interrupt
 
 
@@ -25,7 +26,7 @@ class Run:
     process-to-process noise floor, measured in the same run and kept in its manifest."""
 
     def __init__(self, store: Store, dist: DistArgs = DistArgs(), processes: int = 1, out=sys.stdout,
-                 live: bool | None = None, software_now: bool = True):
+                 live: bool | None = None, software_now: bool = True, shared_gpu: bool = False):
         if processes < 1:
             raise ValueError(f"processes={processes} must be >= 1")
         self.store, self.dist, self.processes, self.out = store, dist, processes, out
@@ -41,9 +42,11 @@ class Run:
         self.stores = dist.nnodes == 1 or dist.node_rank == 0
         self.begun = False
         self._peaks: dict[str, dict] = {}
+        # whether the GPUs are this run's alone, before it starts and around every process (--shared-gpu: marked)
+        self.guard = GpuGuard(shared_gpu, dist.nnodes)
         self.manifest = {"run_id": self.run_id, "machine": self.machine, "commit_folder": self.commit,
                          "started_at": now_iso(), "processes": processes, "sweeps": [], "noise_floor": None,
-                         "noise_floor_end": None, "env": self.env}
+                         "noise_floor_end": None, "env": self.env, "shared_gpu": shared_gpu}
 
     def check(self, cases: list[Case]) -> None:
         """What can refuse the run before its data exists, one line each: GPUs, nodes and models."""
@@ -56,13 +59,18 @@ class Run:
         nodes, data folders, then the results folder (writable, with room) and its lock."""
         self.check(cases)
         check_data(cases)
-        self.claim()
+        self.claim(cases)
         if "torch" not in self.env:
             self.env.update(envmod.software_versions())  # the manifest holds this same dict
 
-    def claim(self) -> None:
-        """The results folder (writable, with room) and this machine's lock, so that no other run of the
-        suite measures beside this one; StoreError says why not."""
+    def claim(self, cases: list[Case]) -> None:
+        """The GPUs the cases use (nobody else's work on them, or --shared-gpu), the results folder
+        (writable, with room) and its lock, so that no other run of the suite measures beside this one;
+        GpuBusy or StoreError says why not."""
+        if not self.begun:
+            seen = self.guard.before_run(cases)
+            if seen:
+                self.manifest["gpu_shared_before_run"] = seen
         if self.stores and not self.begun:
             self.store.check_writable(self.machine, self.commit)
             self.store.lock(self.machine, f"pid {os.getpid()}, run {self.run_id}, started {now_iso()}")
@@ -98,7 +106,7 @@ class Run:
         for i in range(n):
             print(f"  process {i + 1} of {n}", file=self.out, flush=True)
             r = records.run_case(reference, self.dist, then=reference if i + 1 < n else then,
-                                 on_phase=self.progress if self.live else None)
+                                 on_phase=self.progress if self.live else None, guard=self.guard)
             self.progress(None)
             spent.append(records.phases_of(r))
             if r.get("wall_s"):
@@ -229,7 +237,7 @@ def run_cases(run: Run, cases: list[Case], sweep: str, resume: bool = False, mea
             say(f"{where} ({clock.status(cases[i - 1:])})" if header
                 else case.case_id + (f" ({processes} processes)" if processes > 1 else ""))
             result = records.measure(case, processes, run.floor, run.dist, then=cases[i] if i < len(cases) else then,
-                                     on_phase=run.progress if run.live else None)
+                                     on_phase=run.progress if run.live else None, guard=run.guard)
             run.progress(None)
             clock.add(case, result)
             done.append(keep(run, records.assemble(case, result, sweep, run.env, started, peak, run.run_id)))

@@ -9,7 +9,7 @@ from ..core import stats, verdicts
 from ..core.labels import describe, noise
 from ..store import query
 from ..store.record import Record
-from .text import fmt, table, wrap
+from .text import fmt, marked, table, wrap
 
 PUBLISHED = {1: (183.2, None), 2: (312.7, 347.5), 4: (498.4, 698.3)}
 """The article's own table (ResNet-50, 4x RTX 3090, PyTorch 2.1, nn.DataParallel), images/s:
@@ -22,7 +22,7 @@ def day(iso: str) -> str:
 
 
 def _measured(r: Record | None) -> str:
-    return f"{fmt(r.images_per_s)} {noise(r.metrics)}" if r else "-"
+    return f"{fmt(r.images_per_s)} {noise(r.metrics)}{marked(r)}" if r else "-"
 
 
 def _noise(a: Record, b: Record) -> str:
@@ -75,7 +75,7 @@ def best_lines(records: list[Record]) -> list[str]:
         top = max((r for r in mine if r.case["gpus"] == n), key=lambda r: r.images_per_s)
         k = top.metrics.get("processes", 1)
         out += wrap(f"- Fastest measured at commit {newest}, {n} GPU(s): {top.case['name']} ({describe(top.case)}), "
-                    f"{fmt(top.images_per_s)} images/s {noise(top.metrics)}, {k} process(es)")
+                    f"{fmt(top.images_per_s)} images/s {noise(top.metrics)}{marked(top)}, {k} process(es)")
     out += [ln for row in targets.recommend_rows(records) for ln in wrap(f"- {row[0]}: {row[4]}")]
     return out
 

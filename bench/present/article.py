@@ -9,7 +9,7 @@ from ..core.labels import describe, noise
 from ..store import query
 from ..store.record import Record
 from . import i18n
-from .text import fmt, table, wrap
+from .text import fmt, marked, table, wrap
 
 ARTICLE_GPU_COUNTS = (1, 2, 4)  # the rows of the article's table
 BASELINE = "seed-baseline"
@@ -52,8 +52,9 @@ def article_table(records: list[Record], lang: str, optimized: str = "seed-optim
                 notes += wrap("- " + i18n.t(lang, "missing_cell", n=n, side=side, why=why))
         b, o = cells
         improvement = f"{stats.improvement_pct(b, o):+.1f}%" if b and o else "-"
-        rows.append([str(n), f"{per_gpu * n:,}", fmt(b), fmt(o), improvement])
-        pairs.append((n, ok[names[0]].get(n), ok[names[1]].get(n)))
+        rb, ro = ok[names[0]].get(n), ok[names[1]].get(n)
+        rows.append([str(n), f"{per_gpu * n:,}", fmt(b) + marked(rb), fmt(o) + marked(ro), improvement])
+        pairs.append((n, rb, ro))
     notes = wrap(i18n.t(lang, "setting", model=setting[0], px=setting[1], batch=per_gpu)) + notes
     return table(rows, i18n.t(lang, "seed_cols"), ("right",) * 5), notes, pairs
 
@@ -96,7 +97,7 @@ def seed_rows(records: list[Record], optimized: str = "seed-optimized", baseline
             one = side.get(1)
             return f"{stats.scaling_efficiency(ips, n, one.images_per_s):.1f}%" if one and ips else "-"
 
-        rows.append([n, batch, _num(b_ips), _num(o_ips), improvement, eff(base, b_ips), eff(opt, o_ips),
+        rows.append([n, batch, _num(b_ips) + marked(b), _num(o_ips) + marked(o), improvement, eff(base, b_ips), eff(opt, o_ips),
                      _noise(b), _noise(o), describe(b.case) if b else "-", describe(o.case) if o else "-"])
     return rows
 

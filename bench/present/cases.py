@@ -5,12 +5,12 @@ from __future__ import annotations
 from tabulate import tabulate
 
 from ..analysis.diagnose import diagnose
-from ..core import model_flops
+from ..core import model_flops, sharing
 from ..core.identity import differing_fields
 from ..core.labels import describe, noise
 from ..store.record import Record
 from . import i18n
-from .text import fmt, table, wrap
+from .text import fmt, marked, table, wrap
 
 
 def distinguishing(records: list[Record]) -> dict[str, str]:
@@ -67,11 +67,15 @@ def cases_table(records: list[Record], lang: str) -> tuple[str, list[str]]:
         extra += f" (slowed {r.slowed_pct:g}% on purpose)" if r.slowed_pct else ""
         if not r.ok:
             extra += f"{'; ' if extra else ''}{r.status}: {r.data.get('reason', '')}"
+        if r.gpu_shared:
+            extra += f"{'; ' if extra else ''}GPU shared: {sharing.summary(r.gpu_shared)}"
+        elif r.shared_label:
+            extra += f"{'; ' if extra else ''}host shared: {r.host_outside_pct:.0f}% of its cores busy outside the run"
         if extra:
             key = keys.setdefault((r.case["name"], extra), f"[{len(keys) + 1}]")
             label += f" {key}"
         bound = i18n.word(lang, diagnosis(r).get("verdict", "")) if r.ok else i18n.word(lang, r.status)
-        rows.append([r.sweep, label, str(r.case["gpus"]), fmt(r.images_per_s) if r.ok else "-",
+        rows.append([r.sweep, label, str(r.case["gpus"]), fmt(r.images_per_s) + marked(r) if r.ok else "-",
                      noise(m) if r.ok and r.ci95 else "-", _stall(m) if r.ok else "-", bound or "-"])
     notes += [ln for (name, extra), key in keys.items() for ln in wrap(f"- {key} {name}: {extra}")]
     if any(not r.current or r.rederived for r in records):
@@ -81,7 +85,7 @@ def cases_table(records: list[Record], lang: str) -> tuple[str, list[str]]:
 
 FULL_COLUMNS = ["sweep", "case", "GPUs", "batch/GPU", "batch (global)", "configuration", "status",
                 "images/s", "images/s per GPU", "noise (95%)", "input stall %", "data wait %", "step ms (median)",
-                "peak memory GiB", "all-reduces/step", "MFU %", "verdict", "reason"]
+                "peak memory GiB", "all-reduces/step", "MFU %", "host CPU outside the run %", "verdict", "reason"]
 
 
 def full_rows(records: list[Record]) -> list[list]:
@@ -94,12 +98,13 @@ def full_rows(records: list[Record]) -> list[list]:
         rows.append([
             r.sweep, c["name"], c["gpus"], c["batch_size"], c["batch_size"] * c["gpus"], describe(c),
             r.status + (" (re-derived)" if r.rederived else "" if r.current else " (older definition)")
-            + (f" (slowed {r.slowed_pct:g}% on purpose)" if r.slowed_pct else ""),
+            + (f" (slowed {r.slowed_pct:g}% on purpose)" if r.slowed_pct else "") + marked(r),
             f"{m['images_per_s']:.1f}" if ok else "-", f"{m['images_per_s_per_gpu']:.1f}" if ok else "-",
             noise(m) if ok else "-", _stall(m) if ok else "-", f"{m['data_wait_pct']:.1f}" if ok else "-",
             f"{m['step_time_median_s'] * 1000:.1f}" if ok else "-",
             f"{m['peak_memory_bytes'] / 2**30:.2f}" if ok else "-",
             ("-" if calls is None else f"{calls:g}") if ok else "-", "-" if mfu is None else f"{mfu:.1f}",
+            "-" if r.host_outside_pct is None else f"{r.host_outside_pct:.1f}",
             f"{d['verdict']} ({d['evidence']})" if d.get("verdict") else "-", (r.data.get("reason") or "")[:120],
         ])
     return rows

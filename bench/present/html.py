@@ -1,7 +1,13 @@
 """`bench report --html`: the report as one self-contained page a person opens in a browser. It holds
 what REPORT.md holds (tables, summary, the runs' noise, plots, claims, every case, where the time went)
 with every plot inlined, a contents list at the top and numbers right-aligned, then each machine's
-history: its headline cases across commits and every run's noise floor. REPORT.md's Markdown becomes HTML through python-markdown."""
+history: its headline cases across commits and every run's noise floor. REPORT.md's Markdown becomes HTML through python-markdown.
+
+What the records say is data from elsewhere, and the page must never run it: python-markdown's raw HTML
+is turned off with its links, references and emphasis (a record's `<script>` or `[a](javascript:..)`
+stays text), an image is kept only where it is a plot this page wrote, and the page carries a
+Content-Security-Policy that forbids scripts and every load but its own inlined images, so a missed
+escape still cannot execute."""
 from __future__ import annotations
 
 import base64
@@ -18,6 +24,14 @@ from . import i18n
 from .history_plot import commit_order, history_plot, history_rows
 from .report import render, write_plots
 from .text import table
+
+CSP = "default-src 'none'; img-src data:; style-src 'unsafe-inline'; base-uri 'none'; form-action 'none'"
+"""The page needs no script and loads nothing: its style is inline and its plots are data: URIs."""
+INERT = {"inlinePatterns": ("html", "link", "reference", "image_reference", "short_reference", "short_image_ref",
+                            "autolink", "automail", "em_strong", "em_strong2", "not_strong", "backtick"),
+         "preprocessors": ("html_block",)}
+"""python-markdown's parts that turn text into markup beyond the report's own headings, tables, lists and
+plots: off, so a record's string is shown as written (python-markdown has no switch for raw HTML)."""
 
 HEADLINE_CASES = ("best", "seed-optimized")
 """The cases whose history the page shows, per machine and GPU count: what a user reads first."""
@@ -79,12 +93,28 @@ def contents_list(tokens: list[dict], lang: str) -> str:
     return f'<nav>\n<h2>{html.escape(i18n.t(lang, "contents"))}</h2>\n<ul>{items}</ul>\n</nav>\n'
 
 
+def inert_markdown(md):
+    """The converter with every part that could make markup of a record's text deregistered."""
+    for kind, names in INERT.items():
+        registry = getattr(md, kind)
+        for name in names:
+            if name in registry:
+                registry.deregister(name)
+    return md
+
+
 def inline_images(body: str, folder: Path) -> str:
-    """Each <img src="plots/..."> as a data: URI, so the page needs no file beside it."""
+    """Each image this page wrote (a PNG under `folder`) as a data: URI, so the page needs no file beside
+    it; any other image (a record's own Markdown) becomes its alt text, loading nothing."""
+    written = {str(p.relative_to(folder)) for p in folder.rglob("*.png")}
+
     def data_uri(m):
-        png = (folder / html.unescape(m.group(1))).read_bytes()
-        return f'src="data:image/png;base64,{base64.b64encode(png).decode()}"'
-    return re.sub(r'src="([^"]+\.png)"', data_uri, body)
+        src = html.unescape(m.group(2))
+        if src not in written:
+            return m.group(1) and html.escape(html.unescape(m.group(1)))
+        png = (folder / src).read_bytes()
+        return f'<img alt="{m.group(1)}" src="data:image/png;base64,{base64.b64encode(png).decode()}" />'
+    return re.sub(r'<img alt="([^"]*)" src="([^"]*)" ?/?>', data_uri, body)
 
 
 def history_section(records: list[Record], folder: Path, lang: str) -> str:
@@ -123,13 +153,15 @@ def write_html(records: list[Record], history: list[Record], path: Path, lang: s
         folder = Path(tmp)
         text = render(records, lang, write_plots(records, folder), wide, assumed) + "\n\n" + \
             history_section(history, folder, lang)
-        md = markdown.Markdown(extensions=["tables", "toc"], extension_configs={"toc": {"toc_depth": "1-2"}})
+        md = inert_markdown(markdown.Markdown(extensions=["tables", "toc"],
+                                              extension_configs={"toc": {"toc_depth": "1-2"}}))
         body = inline_images(align_numbers(md.convert(blocks_apart(text))), folder)
         contents = contents_list(md.toc_tokens, lang)
     title = i18n.t(lang, "report_head").splitlines()[0].lstrip("# ")
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(f'<!DOCTYPE html>\n<html lang="{lang}">\n<head>\n<meta charset="utf-8">\n'
+                    f'<meta http-equiv="Content-Security-Policy" content="{CSP}">\n'
                     f"<title>{html.escape(title)}</title>\n<style>{CSS}</style>\n</head>\n<body>\n"
                     f"<h1>{html.escape(title)}</h1>\n{contents}{body}\n</body>\n</html>\n", encoding="utf-8")
     return path

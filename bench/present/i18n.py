@@ -126,7 +126,8 @@ TEXT = {
         "verdicts": {"holds": "成立", "does not hold": "不成立", "inconclusive": "无法判定",
                      "cannot be measured here": "此处无法测量", "input-bound": "输入受限",
                      "compute-bound": "计算受限", "host-bound": "主机受限", "communication-bound": "通信受限", "loader-only": "仅加载器",
-                     "met": "达到", "missed": "未达到", "not measured": "未测量", "within noise": "在噪声之内"},
+                     "met": "达到", "missed": "未达到", "not measured": "未测量", "within noise": "在噪声之内",
+                     "inconclusive (GPU shared)": "无法判定（GPU 被共享）"},
     },
 }
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from ..analysis import answers, claims, noise, targets
-from ..core import phrases, stats
+from ..core import phrases, stats, verdicts
 from ..core.identity import differing_fields
 from ..core.labels import describe, noise as noise_text, profile_text
 from ..store import query
@@ -15,7 +15,7 @@ from . import answers_text, i18n, plots
 from .article import article_table, details_table, seed_table
 from .cases import cases_table, full_table, short_labels
 from .phases_table import phase_table
-from .text import fmt, table, wrap
+from .text import fmt, marked, table, wrap
 
 
 def environment_line(records: list[Record]) -> str:
@@ -57,7 +57,7 @@ def summary_lines(records: list[Record], evals: list, lang: str) -> list[str]:
     for model, px, n in sorted({(r.case["model"], r.case["image_size"], r.case["gpus"]) for r in judged}):
         top = max((r for r in judged if (r.case["model"], r.case["image_size"], r.case["gpus"]) == (model, px, n)),
                   key=lambda r: r.images_per_s)
-        lines += wrap("- " + i18n.t(lang, "best_found", label=f"{labels[top.case_id]}{mark} ({model}, {px} px, "
+        lines += wrap("- " + i18n.t(lang, "best_found", label=f"{labels[top.case_id]}{mark}{marked(top)} ({model}, {px} px, "
                                                                f"{describe(top.case)}, {n} GPU(s))",
                                     ips=fmt(top.images_per_s), noise=noise_text(top.metrics).strip("()"),
                                     k=top.metrics.get("processes", 1), sweep=top.sweep))
@@ -70,8 +70,8 @@ def summary_lines(records: list[Record], evals: list, lang: str) -> list[str]:
             eff = stats.scaling_efficiency(many.images_per_s, n, one.images_per_s)
             lines += wrap("- " + i18n.t(lang, "efficiency", name=labels[many.case_id], n=n, eff=f"{eff:.1f}%"))
     counts = {v: 0 for v in (claims.HOLDS, claims.FAILS, claims.INCONCLUSIVE, claims.CANNOT)}
-    for _, e in evals:
-        counts[e["verdict"]] += 1
+    for _, e in evals:  # a verdict that a shared GPU left open counts as inconclusive
+        counts[claims.INCONCLUSIVE if e["verdict"] == verdicts.SHARED else e["verdict"]] += 1
     lines += wrap("- " + i18n.t(lang, "claims_count", holds=counts[claims.HOLDS], fails=counts[claims.FAILS],
                                 inconclusive=counts[claims.INCONCLUSIVE], cannot=counts[claims.CANNOT]))
     return lines

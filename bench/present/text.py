@@ -39,6 +39,12 @@ def fmt(x: float | None) -> str:
     return "-" if x is None else f"{x:,.1f}"
 
 
+def marked(r) -> str:
+    """` (GPU shared)` or ` (host shared)` after a record's figure measured beside someone else's work."""
+    label = r.shared_label if r is not None else ""
+    return f" ({label})" if label else ""
+
+
 def fit(rows: list[list], headers: list[str], col: int = 0, align=None, wide: bool = False) -> tuple[str, list[str]]:
     """A Markdown table within WIDTH columns: where a row would be wider, the cells of column `col` (case
     ids) become `[n] <recipe name>` and each full id is listed under the table, whole, on a line of its

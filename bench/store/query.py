@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from ..core import untrusted
 from . import tree
 from .record import InvalidRecord, Record, from_dict, from_file
 from .rederive import mark_not_training, rederive
@@ -32,6 +33,9 @@ def load(paths) -> tuple[list[Record], list[str]]:
     files, problems = tree.result_files(paths)
     records, manifests = [], {}
     for f in files:
+        if untrusted.CONTROL.search(str(f)):  # its name alone would act on a terminal
+            problems.append(f"{untrusted.clean(str(f))}: its name holds control characters")
+            continue
         try:
             r = from_file(f)
         except InvalidRecord as e:
@@ -59,11 +63,17 @@ def _manifest(r: Record, cache: dict) -> dict:
     if path is None:
         return {}
     if path not in cache:
-        try:
-            cache[path] = json.loads(path.read_text())
-        except (OSError, ValueError):
-            cache[path] = {}
+        cache[path] = read_manifest(path) or {}
     return cache[path]
+
+
+def read_manifest(path: Path) -> dict | None:
+    """A run's manifest, or None where it is unreadable or says what data may not (core/untrusted.py)."""
+    try:
+        m = json.loads(path.read_text())
+    except (OSError, ValueError):
+        return None
+    return m if isinstance(m, dict) and untrusted.problem(m) is None else None
 
 
 def commit_matches(rec: Record, ref: str) -> bool:
@@ -158,10 +168,9 @@ def run_manifests(records: list[Record]) -> dict[str, dict]:
         path = manifest_path(r)
         if r.run_id in out or path is None:
             continue
-        try:
-            out[r.run_id] = json.loads(path.read_text())
-        except (OSError, ValueError):
-            continue
+        m = read_manifest(path)
+        if m is not None:
+            out[r.run_id] = m
     return out
 
 

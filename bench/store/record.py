@@ -6,7 +6,7 @@ import json
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from ..core import identity
+from ..core import identity, sharing, untrusted
 
 SCHEMA = 2
 READABLE_SCHEMAS = (1, 2)
@@ -42,7 +42,11 @@ def problems(d, writing: bool = False) -> list[str]:
     out = [f"lacks {', '.join(missing)}"] if missing else []
     if "status" in d and d["status"] not in STATUSES:
         out.append(f"status {d['status']!r} is not one of {', '.join(STATUSES)}")
-    return out
+    hostile = untrusted.problem(d)  # data from elsewhere: nothing in it may act on a terminal or a page
+    if hostile is None:
+        hostile = next((p for k in untrusted.PATH_FIELDS if k in d
+                        for p in [untrusted.path_part_problem(d[k], k)] if p), None)
+    return out + ([hostile] if hostile else [])
 
 
 class InvalidRecord(ValueError):
@@ -97,6 +101,28 @@ class Record:
     def slowed_pct(self) -> float:
         """The slowdown injected on purpose (a test of the comparison), 0 for a real run."""
         return self.data.get("injected_slowdown_pct") or 0
+
+    @property
+    def gpu_shared(self) -> list[dict]:
+        """What was seen on its GPUs that was not its own (harness/gpu_guard.py); empty where it had them alone."""
+        return self.data.get("gpu_shared") or []
+
+    @property
+    def host_outside_pct(self) -> float | None:
+        """Share of the host's cores busy outside the run during its windows (the worst process)."""
+        return self.metrics.get("host_cpu_outside_pct")
+
+    @property
+    def shared_label(self) -> str:
+        """`GPU shared`, `host shared` (a real loader whose host was busy outside the run beyond
+        core/sharing.HOST_OUTSIDE_PCT) or '': a figure so marked is shown, never judged."""
+        if self.gpu_shared:
+            return "GPU shared"
+        outside = self.host_outside_pct
+        if self.case.get("loader", "synthetic") != "synthetic" and outside is not None \
+                and outside > sharing.HOST_OUTSIDE_PCT:
+            return "host shared"
+        return ""
 
     @property
     def current(self) -> bool:

@@ -1,7 +1,9 @@
 """Samples GPU utilisation, SM clock, memory used, power and whether the power cap held the clocks
 down, through NVML in a background thread, only while a measured window is open, so warm-up and
 start-up never dilute the figures. The device's limits (enforced power limit, highest SM clock) are
-read once beside them, so a record says how close to them the GPU ran."""
+read once beside them, so a record says how close to them the GPU ran. Beside them it notes what is
+not the case's: the compute processes on each device, and the memory in use that this process's
+allocator does not explain (core/sharing.py judges both)."""
 from __future__ import annotations
 
 import threading
@@ -68,25 +70,52 @@ def limits(nvml, handle) -> dict:
     return out
 
 
+def compute_pids(nvml, handle) -> dict[int, int | None]:
+    """The processes holding a compute context on the device, with their memory where NVML says it."""
+    return {int(p.pid): (int(p.usedGpuMemory) if p.usedGpuMemory is not None else None)
+            for p in nvml.nvmlDeviceGetComputeRunningProcesses(handle)}
+
+
+PROCESS_EVERY = 5
+"""Samples between two reads of the process list (a heavier call than the rest)."""
+
+
 class GpuSampler:
-    def __init__(self, handles: dict, interval_s: float = 0.1, nvml=None):
+    def __init__(self, handles: dict, interval_s: float = 0.1, nvml=None, reserved=None):
+        """`reserved(name)`: the bytes this process's allocator holds on that device, so memory it does not
+        explain can be told apart (None: not tracked)."""
         self.handles = handles
         self.interval_s = interval_s
         if nvml is None and handles:
             import pynvml as nvml
         self.nvml = nvml
+        self.reserved = reserved
         self.samples = {name: [] for name in handles}
+        self.pids: dict[str, dict[int, int | None]] = {name: {} for name in handles}
+        self.unexplained: dict[str, list[int]] = {name: [] for name in handles}
         self._stop = threading.Event()
         self._thread = None
+        self._ticks = 0
 
     def _run(self):
         while not self._stop.is_set():
-            for name, h in self.handles.items():
-                try:
-                    self.samples[name].append(read(self.nvml, h))
-                except Exception:
-                    pass
+            self._run_once()
             self._stop.wait(self.interval_s)
+
+    def _run_once(self):
+        for name, h in self.handles.items():
+            try:
+                row = read(self.nvml, h)
+                self.samples[name].append(row)
+                if self.reserved is not None:
+                    self.unexplained[name].append(int(row["memory_used_bytes"]) - int(self.reserved(name)))
+                if self._ticks % PROCESS_EVERY == 0:
+                    for pid, mem in compute_pids(self.nvml, h).items():
+                        seen = self.pids[name].get(pid)
+                        self.pids[name][pid] = max(seen or 0, mem or 0) or None
+            except Exception:
+                pass
+        self._ticks += 1
 
     def start(self) -> None:
         if not self.handles:
@@ -112,6 +141,9 @@ class GpuSampler:
                 vals = [r[m] for r in rows if r.get(m) is not None]
                 if vals:
                     out[name][m] = {"mean": sum(vals) / len(vals), "min": min(vals), "max": max(vals)}
+            out[name]["compute_pids"] = {str(p): m for p, m in sorted(self.pids[name].items())}
+            if self.unexplained[name]:  # from the first sample, so what was there before the windows is not counted
+                out[name]["memory_rise_bytes"] = max(self.unexplained[name]) - self.unexplained[name][0]
         return out
 
     def _limits(self, name: str) -> dict:
@@ -119,4 +151,5 @@ class GpuSampler:
 
 
 def sampler_for(devices, interval_s: float = 0.1) -> GpuSampler:
-    return GpuSampler(nvml_handles(devices), interval_s)
+    import torch
+    return GpuSampler(nvml_handles(devices), interval_s, reserved=lambda name: torch.cuda.memory_reserved(name))

@@ -3,6 +3,8 @@ all its cores were, and how much of their time a hypervisor gave to other guests
 loader decodes on these cores, so its pace follows both; neither is the suite's own choice."""
 from __future__ import annotations
 
+import os
+import socket
 from pathlib import Path
 
 # the first eight columns of the "cpu" line, in clock ticks summed over every core; guest time is
@@ -46,3 +48,44 @@ def over_windows(readings: list[dict | None]) -> dict:
     return {"host_cpu_busy_pct": span and span["busy_pct"], "host_cpu_steal_pct": span and span["steal_pct"],
             "host_cpu_busy_pct_windows": [w and w["busy_pct"] for w in windows],
             "host_cpu_steal_pct_windows": [w and w["steal_pct"] for w in windows]}
+
+
+def own_ticks(root_pid: int | None = None, proc: Path = Path("/proc")) -> int | None:
+    """CPU ticks (user and system) this process and every live process it started have used, and
+    the children it has reaped: the run's own share of the host (a torch DataLoader's workers are
+    child processes, DALI's threads live inside it). None where /proc cannot say."""
+    root_pid = root_pid or os.getpid()
+    table, children = {}, {}
+    for entry in proc.iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            raw = (entry / "stat").read_text()
+        except OSError:
+            continue  # gone since the listing
+        fields = raw[raw.rindex(")") + 2:].split()  # after the command name, which may hold spaces
+        pid, ppid = int(entry.name), int(fields[1])
+        table[pid] = fields
+        children.setdefault(ppid, []).append(pid)
+    if root_pid not in table:
+        return None
+    total, todo = 0, [root_pid]
+    while todo:
+        pid = todo.pop()
+        f = table[pid]
+        total += int(f[11]) + int(f[12])  # utime, stime
+        if pid == root_pid:
+            total += int(f[13]) + int(f[14])  # cutime, cstime: children already reaped
+        todo += children.get(pid, [])
+    return total
+
+
+def span_ticks(before: dict | None, after: dict | None, own_before: int | None, own_after: int | None) -> dict:
+    """The host's busy and total ticks and this process tree's own over the span, as record fields
+    (core/sharing.host_outside_pct reads them)."""
+    if not before or not after or own_before is None or own_after is None:
+        return {}
+    delta = {k: after[k] - before[k] for k in FIELDS}
+    return {"host_cpu_ticks": {"host": socket.gethostname(), "busy": sum(delta[k] for k in BUSY),
+                               "total": sum(delta.values())},
+            "own_cpu_ticks": own_after - own_before}

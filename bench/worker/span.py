@@ -27,7 +27,7 @@ def timed_span(trainer, batches, timer: StepTimer, steps: int, windows: int, sam
         probe.start()
     # the host's counters at the host's window edges: a real loader works on the host, so that is
     # where its pace is set (one small file read per window)
-    cpu = [host_cpu.read()]
+    cpu, own = [host_cpu.read()], [host_cpu.own_ticks()]
     timer.start()
     for w in range(windows):
         phase = f"window {w + 1} of {windows}"
@@ -40,6 +40,7 @@ def timed_span(trainer, batches, timer: StepTimer, steps: int, windows: int, sam
                 time.sleep(pause_s)
         cpu.append(host_cpu.read())
     span_s, step_times = timer.stop()
+    own.append(host_cpu.own_ticks())
     stalls = probe.stop() if probe else None
     if sampler:
         sampler.stop()
@@ -48,7 +49,7 @@ def timed_span(trainer, batches, timer: StepTimer, steps: int, windows: int, sam
     return {"windows_s": [sum(c) for c in step_chunks], "step_times_s": step_chunks, "span_s": span_s,
             "data_wait_s": [sum(c) for c in split(waits, steps, windows)],
             "input_stall_s": [sum(c) for c in split(stalls, steps * fetches_per_step, windows)] if probe else None,
-            **host_cpu.over_windows(cpu)}
+            **host_cpu.over_windows(cpu), **host_cpu.span_ticks(cpu[0], cpu[-1], own[0], own[-1])}
 
 
 def timed_window(trainer, batches, timer: StepTimer, steps: int) -> float:
