@@ -134,9 +134,19 @@ class GpuGuard:
         self.refuse(found)
         return found
 
+    def settled(self, count: int, when: str, wait_s: float) -> list[dict]:
+        """What is still there after up to `wait_s`: the context of a process of the run's that just
+        ended (the previous case, the machine's priming) is being torn down, and is not another's."""
+        deadline = time.monotonic() + wait_s
+        found = self.looks(count, when)
+        while found and time.monotonic() < deadline:
+            time.sleep(0.1)
+            found = self.looks(count, when)
+        return found
+
     def before(self, case: Case) -> list[dict]:
         """Before a case's process is let go; refused unless the user accepted a shared GPU."""
-        found = self.looks(local_gpus(case, self.nnodes), "before the case")
+        found = self.settled(local_gpus(case, self.nnodes), "before the case", SETTLE_S)
         self.refuse(found, "; the run stopped before its next process, and every case it finished is stored")
         return found
 
@@ -148,12 +158,7 @@ class GpuGuard:
         if n <= 0 or self.nvml() is None:
             return []
         found = sharing.during_windows(result.get("ranks") or [], now_iso())
-        deadline = time.monotonic() + (0 if before else SETTLE_S)
-        now = self.looks(n, "after the case")
-        while now and time.monotonic() < deadline:
-            time.sleep(0.1)
-            now = self.looks(n, "after the case")
-        return found + now
+        return found + self.settled(n, "after the case", 0 if before else SETTLE_S)
 
 
 def memory_used(nvml, handle) -> tuple[int | None, str]:
