@@ -116,3 +116,11 @@ def test_a_record_naming_a_way_out_of_the_tree_is_skipped(tmp_path, capsys):
     assert main(["report", str(tmp_path / "r"), "--no-files"]) == 0
     out = capsys.readouterr()
     assert "machine '../../outside' is not a plain folder name" in out.err and "no stored results found" in out.out
+
+
+def test_a_hostile_record_writes_no_html_into_a_markdown_file(hostile_tree, tmp_path):
+    from bench.present import report
+    from bench.store import query
+    recs, _ = query.load([hostile_tree])
+    text = report.write_report(recs, tmp_path).read_text()
+    assert "&lt;script>window.__pwned=1&lt;/script>" in text and "<" not in text

@@ -291,3 +291,39 @@ def test_own_ticks_count_the_children_a_process_started():
         child.wait()
     ticks = os.sysconf("SC_CLK_TCK")
     assert during - before >= 0.3 * ticks  # the child's busy half second is the run's own
+
+
+@pytest.mark.slow
+def test_a_real_loaders_figure_is_marked_when_the_host_was_busy_outside_the_run(tmp_path):
+    """A torch DataLoader case on the CPU, once with a busy loop beside it: the record's share of the cores
+    busy outside the run rises past the mark, and every table says so."""
+    import subprocess
+    from bench.data import generate
+    from bench.harness import records
+    from bench.present import cases as cases_table
+    from bench.store import query
+    generate.make_dataset(tmp_path / "jpegs", 48, 4, seed=1, workers=2, echo=lambda m: None)
+    case = Case(device="cpu", loader="torch", loader_only=True, num_workers=1, batch_size=4, image_size=32,
+                steps=2, repeats=2, warmup_steps=1, min_window_s=0.5, data_dir=str(tmp_path / "jpegs"))
+
+    def measured(beside: bool) -> dict:
+        hog = subprocess.Popen([sys.executable, "-c", "while True: pass"]) if beside else None
+        try:
+            result = records.measure(case, 1, None)
+        finally:
+            if hog:
+                hog.kill()
+                hog.wait()
+        assert result["status"] == "ok", result.get("reason")
+        return records.assemble(case, result, "s", {"gpu_count": 0, "cpu_cores": 2, "commit": "c" * 40},
+                                "2026-12-06T10:00:00+00:00",
+                                {}, "20261206T100000Z-aaaa")
+    quiet, busy = measured(False), measured(True)
+    outside = busy["metrics"]["host_cpu_outside_pct"]
+    assert outside > sharing.HOST_OUTSIDE_PCT and outside > quiet["metrics"]["host_cpu_outside_pct"]
+    assert busy["processes"][0]["host_cpu_outside_pct"] == outside
+    r = query.wrap(busy)
+    assert r.shared_label == "host shared" and not r.gpu_shared  # shown, and still judged: no GPU was shared
+    text, notes = cases_table.cases_table([r], "en")
+    assert "(host shared)" in text and any(f"host shared: {outside:.0f}% of its cores busy outside the run" in n
+                                           for n in notes)

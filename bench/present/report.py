@@ -207,9 +207,15 @@ def write_report(records: list[Record], out_dir: Path, lang: str = "en", wide: b
     it reads."""
     out_dir = Path(out_dir)
     path = out_dir / report_name(lang)
-    path.write_text(i18n.t(lang, "report_head") + "\n\n" + render(records, lang, write_plots(records, out_dir), wide,
-                                                                  assumed) + "\n")
+    path.write_text(as_markdown_file(i18n.t(lang, "report_head") + "\n\n" + render(
+        records, lang, write_plots(records, out_dir), wide, assumed) + "\n"))
     return path
+
+
+def as_markdown_file(text: str) -> str:
+    """Text for a Markdown file a site renders (GitHub): every `<` as an entity, so no string of a record
+    becomes HTML there; the report itself writes no HTML, and `&lt;` renders as the character."""
+    return text.replace("<", "&lt;")
 
 
 def machine_page_text(folder: Path, machine: str, records: list[Record]) -> str:
@@ -217,7 +223,7 @@ def machine_page_text(folder: Path, machine: str, records: list[Record]) -> str:
     the recipes it holds."""
     reports = {c: f"{c}/REPORT.md" for c in {r.commit for r in records} if (folder / c / "REPORT.md").is_file()}
     recipes = sorted(f"recipes/{p.name}" for p in (folder / "recipes").glob("*.py"))
-    return answers_text.machine_page(machine, records, reports, recipes)
+    return as_markdown_file(answers_text.machine_page(machine, records, reports, recipes))
 
 
 def write_machine_pages(records: list[Record], root: Path) -> list[Path]:
