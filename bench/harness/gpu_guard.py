@@ -97,16 +97,23 @@ class GpuGuard:
         """One GPU now: a sighting of what is not the run's, or None."""
         nvml = self.nvml()
         h = self.handle(ident)
+        try:
+            listed = nvml.nvmlDeviceGetComputeRunningProcesses(h)
+        except Exception:  # a GPU that will not list its processes (some virtual ones): memory still tells
+            listed = []
         procs = [{"pid": int(p.pid), "memory_bytes": int(p.usedGpuMemory) if p.usedGpuMemory is not None else None,
-                  "command": command_of(int(p.pid))} for p in nvml.nvmlDeviceGetComputeRunningProcesses(h)]
+                  "command": command_of(int(p.pid))} for p in listed]
         used, kind = memory_used(nvml, h)
         util = None
         if util_samples:
             readings = []
             for _ in range(util_samples):
-                readings.append(float(nvml.nvmlDeviceGetUtilizationRates(h).gpu))
+                try:
+                    readings.append(float(nvml.nvmlDeviceGetUtilizationRates(h).gpu))
+                except Exception:
+                    break
                 time.sleep(IDLE_INTERVAL_S)
-            util = sum(readings) / len(readings)
+            util = sum(readings) / len(readings) if readings else None
         if not sharing.foreign(procs, used, kind, util):
             return None
         return sharing.sighting(gpu, when, now_iso(), procs, used, util)
@@ -115,7 +122,7 @@ class GpuGuard:
         if count <= 0 or self.nvml() is None:
             return []
         found = []
-        for gpu, ident in enumerate(visible_ids(count)):
+        for gpu, ident in enumerate(visible_ids(min(count, self.nvml().nvmlDeviceGetCount()))):
             s = self.look(gpu, ident, when, util_samples)
             if s:
                 found.append(s)
