@@ -10,7 +10,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ..core.verdicts import CANNOT, FAILS, HOLDS, INCONCLUSIVE
+from ..core.phrases import phrase
+from ..core.verdicts import CANNOT, FAILS, HOLDS, INCONCLUSIVE, reworded
 from ..store import query
 from . import claims as claimsmod
 
@@ -39,19 +40,15 @@ def from_experiment(m: dict, en: dict) -> Evidence | None:
     if not en.get("verdict"):
         return None
     n = len(en.get("pairs") or [])
-    if en.get("delta_pct") is None and en.get("measures") == "images_per_s":
-        effect = "-"  # stopped before a pair it could judge (the GPU was shared)
-    elif en.get("measures") == "images_per_s":
-        low, high = en.get("ci95_pct") or (None, None)
-        effect = f"{en['delta_pct']:+.1f}%" + (f" ({low:+.1f}% to {high:+.1f}%)" if low is not None else "")
-    else:
-        a, b = en["pairs"][-1]
-        effect = f"{a:g} vs {b:g} all-reduces per step"
+    effect = claimsmod.experiment_effect(en)
     # why it stopped short of a decision (a run still measuring says nothing yet)
     detail = "" if en.get("status") in ("decided", "measuring") else en.get("reason") or en.get("status", "")
-    if en["verdict"] == INCONCLUSIVE and en.get("more_pairs"):
+    verdict = reworded(en["verdict"], en.get("ci95_pct")) or en["verdict"]
+    if verdict == INCONCLUSIVE and en.get("more_pairs"):
         detail = f"about {en['more_pairs']} more pair(s) would decide it" + (f"; {detail}" if detail else "")
-    return Evidence(en["claim"], en["verdict"], effect, f"{n} pair(s)", m.get("commit_folder", "?"), (m["run_id"],),
+    if verdict != en["verdict"]:  # frozen under an older rule: its numbers kept, today's word beside its own
+        detail = (f"{detail}; " if detail else "") + phrase("reworded", was=en["verdict"], now=verdict).text()[2:]
+    return Evidence(en["claim"], verdict, effect, f"{n} pair(s)", m.get("commit_folder", "?"), (m["run_id"],),
                     m.get("finished_at") or m.get("started_at", ""),
                     f"{pair_label(en)}, {en['gpus']} GPU(s)", detail)
 
@@ -93,7 +90,7 @@ def evidence(records: list[query.Record], experiments_only: bool = False) -> dic
             if ev and ev.claim in out:
                 out[ev.claim].append(ev)
     for (commit,), recs in ({} if experiments_only else query.group(records, "commit")).items():
-        for claim, e in claimsmod.evaluations(recs):
+        for claim, e in claimsmod.pair_evaluations(recs):
             ev = from_records(claim, e, commit)
             if ev:
                 out[claim.id].append(ev)

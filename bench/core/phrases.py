@@ -23,6 +23,11 @@ TEMPLATES = {
         "older": "older definition",
         "unreliable_run": "run {run} is unreliable: {why}",
         "gpu_shared": "GPU shared while {which} ran ({seen}): not judged",
+        "experiment": "{where}: {effect}, judged by {n} interleaved pair(s) of fresh processes in run {run}{more}",
+        "more_pairs": "; about {n} more pair(s) would decide it",
+        "stopped": "; stopped: {why}",
+        "reworded": "; judged `{was}` when measured, by the rule of that day (an interval above zero held however "
+                    "small); today's rule reads the same interval as `{now}`",
         "floor_too_wide": "its noise floor's process-to-process sd is {sd}% over {n} processes, above the {limit}% a "
                           "verdict can be judged by",
         "floor_moved": "its noise floor moved {drift}% between the run's start and end, {limit}% or more: the machine "
@@ -59,6 +64,10 @@ TEMPLATES = {
         "older": "旧的指标定义",
         "unreliable_run": "运行 {run} 不可靠：{why}",
         "gpu_shared": "{which} 运行时 GPU 被共享（{seen}）：不作判定",
+        "experiment": "{where}：{effect}，由运行 {run} 中 {n} 对交错的新进程判定{more}",
+        "more_pairs": "；约再需 {n} 对即可判定",
+        "stopped": "；已停止：{why}",
+        "reworded": "；测量时按当时的规则判定为“{was}”（区间高于零即成立，无论多小）；按现行规则，同一区间为“{now}”",
         "floor_too_wide": "其噪声底在 {n} 个进程间的标准差为 {sd}%，高于可据以判断的 {limit}%",
         "floor_moved": "其噪声底在运行开始与结束之间变化了 {drift}%，达到或超过 {limit}%：机器在运行期间发生了变化",
         "needs_gpus": "需要 {n} 个或更多 GPU，而已保存的结果只有更少的 GPU",

@@ -50,14 +50,25 @@ def compare_metrics(a: dict, b: dict, within_process_ok: bool = False) -> dict:
 
 
 def interval_verdict(low_pct: float, high_pct: float, threshold_pct: float = MIN_EFFECT_PCT) -> str:
-    """Does 'after is faster than before' hold, given the change's 95% interval? `holds` when the
-    interval lies above zero; `does not hold` when it lies below zero or wholly within +-T%;
-    `inconclusive` otherwise."""
+    """Does 'after is faster than before' hold, given the change's 95% interval? `does not hold` when it
+    lies wholly within +-T% (whatever its sign: no effect worth having, the speed-up an article promises
+    is not there) or below zero; `holds` when it lies above zero and reaches past T; `inconclusive`
+    otherwise. Until 2026-12-06 an interval above zero held however small (+0.3%, +0.2% to +0.5%):
+    a verdict frozen under that rule is shown in today's word beside its own (reworded)."""
+    if (low_pct >= -threshold_pct and high_pct <= threshold_pct) or high_pct < 0:
+        return FAILS
     if low_pct > 0:
         return HOLDS
-    if high_pct < 0 or (low_pct >= -threshold_pct and high_pct <= threshold_pct):
-        return FAILS
     return INCONCLUSIVE
+
+
+def reworded(verdict: str, interval_pct, threshold_pct: float = MIN_EFFECT_PCT) -> str | None:
+    """Today's word for a frozen verdict whose interval today's rule reads otherwise, or None where it
+    reads the same (or nothing can be re-read: no interval, a shared GPU, a count)."""
+    if verdict not in (HOLDS, FAILS, INCONCLUSIVE) or not interval_pct:
+        return None
+    today = interval_verdict(interval_pct[0], interval_pct[1], threshold_pct)
+    return today if today != verdict else None
 
 
 def claim_verdict(delta_pct: float, noise_pct: float | None, threshold_pct: float = MIN_EFFECT_PCT) -> str:

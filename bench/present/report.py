@@ -177,14 +177,6 @@ def _render_group(records: list[Record], lang: str, plot_files: list, wide: bool
     if any(r.case["name"].startswith(("target-", "recommend-")) for r in records):
         out += ["", f"## {i18n.t(lang, 'targets_title')}"] + targets_section(records, lang)
     out += ["", f"## {i18n.t(lang, 'claims_title')}"] + claims_section(evals, lang)
-    per_model = answers.by_model(records)
-    for model, recs in per_model:
-        paired_answers = answers.answers(recs, experiments_only=True)
-        if any(a.latest for a in paired_answers):
-            rows, notes = answers_text.claim_rows(paired_answers)
-            of = f", {model}" if len(per_model) > 1 else ""
-            out += ["", f"Claim experiments of these runs{of} (paired, interleaved processes; their verdicts are "
-                    "frozen):", rows] + notes
     every, notes = cases_table(records, lang)
     out += ["", f"## {i18n.t(lang, 'cases_title')}", every] + notes
     profiled = [(r, profile_text(r.data)) for r in records if profile_text(r.data)]
