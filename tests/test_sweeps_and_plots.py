@@ -172,3 +172,19 @@ def test_ablation_bars_are_coloured_by_verdict_not_sign(tmp_path, monkeypatch):
     today = [query.wrap(current(r.data, half_pct=2.0)) for r in old]  # +-2% each: +-2.8% combined
     assert plots.ablation_waterfall(today, tmp_path / "p", ("m", "c")) is not None
     assert [kw["color"] for kw in drawn] == ["C2", "C2", "C2", "0.6"] and all(kw["hatch"] is None for kw in drawn)
+
+
+def test_make_bench_ends_on_its_answers(readme_copy):
+    """The last screen of a sweep is the machine's answers for the model it ran; its per-commit details
+    went to REPORT.md, which it names, and are not printed above the answers unless asked (--details)."""
+    from readme_doc import readme_command
+    out = readme_copy.run(readme_command("make bench SWEEP=tiny"))
+    assert out.returncode == 0, out.stderr[-2000:]
+    lines = out.stdout.rstrip().splitlines()
+    start = next(i for i, ln in enumerate(lines) if ln.startswith("## cpu-") and ln.endswith("commit(s))"))
+    answers = "\n".join(lines[start:])
+    assert "Seed table" in answers and "Best configuration" in answers and "Does the articles' advice hold here" in answers
+    assert lines[-1].startswith(("- ", "  ", "|")) and len(lines) - start < 60  # ends on them, about one screen
+    before = "\n".join(lines[:start])
+    assert "REPORT.md (this run's every table" in before
+    assert not any(ln.startswith("# cpu-") and ", commit " in ln for ln in lines)  # no per-commit section printed

@@ -50,6 +50,8 @@ def add(sub) -> None:
     s.add_argument("--only", default="", metavar="PATTERNS",
                    help="run only the cases whose id matches one of these comma-separated shell patterns")
     s.add_argument("--lang", choices=("en", "zh"), default="en", help="headings of the seed table")
+    s.add_argument("--details", action="store_true",
+                   help="also print this run's details (every table of its REPORT.md) above the answers")
     s.add_argument("--claims-budget", default="", metavar="DURATION",
                    help="time for the claims' experiments: pairs of cases differing only in a claim's knobs, their "
                         f"processes interleaved until each verdict is decided (default: {DEFAULT_BUDGET_S['cuda']:g}s on "
@@ -161,14 +163,17 @@ def command(a) -> int:
     machine = query.load([store.root / run.machine])[0]
     stored = query.select(machine, commit=run.commit)
     assumed = noise.assumed_noise(machine)  # what this machine has shown, over every stored run
-    print(report.render(query.select(stored, run=run.run_id) or [query.wrap(r) for r in made], a.lang, assumed=assumed,
-                        answers_first=False))  # the answers come last, below
+    if a.details:
+        print(report.render(query.select(stored, run=run.run_id) or [query.wrap(r) for r in made], a.lang,
+                            assumed=assumed, answers_first=False))
     if stored:  # REPORT.md beside this commit's results, from everything stored for it
         folder = store.root / run.machine / run.commit
         # a file, not a terminal: every column, each figure beside its MFU and step time
-        print(f"\nwrote {report.write_report(stored, folder, a.lang, wide=True, assumed=assumed)} (and its plots)")
+        print(f"wrote {report.write_report(stored, folder, a.lang, wide=True, assumed=assumed)} (this run's every "
+              "table, and its plots; --details prints them here)")
         for page in report.write_machine_pages(machine, store.root):
             print(f"wrote {page}")
-    # the answers last, on screen when the run ends: this machine's, this run's verdicts among them
-    print("\n" + answers_text.machine_answers(run.machine, machine))
+    # the answers last, on screen when the run ends: this machine's for the model this run trained
+    models = sorted({c.model for c in every})
+    print("\n" + answers_text.machine_answers(run.machine, machine, models=models))
     return 0

@@ -99,13 +99,17 @@ def claim_rows(found: list[answersmod.Answer]) -> tuple[str, list[str]]:
     return table(rows, ["claim", "verdict", "effect (95% interval)", "commit", "measured"]), notes
 
 
-def machine_answers(machine: str, records: list[Record]) -> str:
+def machine_answers(machine: str, records: list[Record], models: list[str] | None = None) -> str:
     """One machine's answers, about one screen for each model it trained: the seed table (the article's
-    ResNet-50 experiment), then per model its best configuration and which of the articles' advice holds."""
+    ResNet-50 experiment), then per model its best configuration and which of the articles' advice holds.
+    `models`: only these models' answers (what a run just trained), each other model in one line saying
+    where its answers are."""
     commits = len({r.commit for r in records})
     out = [f"## {machine}: the answers (latest evidence from {commits} commit(s))", ""]
     out += seed_lines(records) + [""]
     per_model = answersmod.by_model(records)
+    others = [m for m, _ in per_model if models is not None and m not in models]
+    per_model = [(m, mine) for m, mine in per_model if m not in others]
     for i, (model, mine) in enumerate(per_model):
         found = answersmod.answers(mine)
         claims_table, notes = claim_rows(found)
@@ -118,6 +122,9 @@ def machine_answers(machine: str, records: list[Record]) -> str:
                     "verdict is the latest decided one, judged by its own pairs or intervals and never changed by "
                     "later runs:")
         out += [claims_table] + notes + ([""] if i + 1 < len(per_model) else [])
+    if others:
+        out += [""] + [ln for m in others for ln in wrap(
+            f"- {m}: also answered on this machine; `bin/bench report --machine {machine}` shows every model's")]
     return "\n".join(out)
 
 
