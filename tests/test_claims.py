@@ -151,3 +151,20 @@ def test_the_chinese_report_writes_its_evidence_in_chinese():
     en = " ".join(report.render(recs, "en").split())
     for _, e in claims.evaluations(recs):  # the English report says what the records' evidence says
         assert " ".join(e["evidence"].split()) in en
+
+
+def test_an_answer_without_evidence_says_why_older_records_cannot_give_one():
+    """Records of a claim's cases made under an older metric definition are counted in its answer, with the
+    newest one's date and the sweep to run again, instead of 'no stored pair'."""
+    from bench.analysis import answers
+    from stored import fixture_records
+    old = [r for r in fixture_records(upgrade=False) if r.case["name"] in ("seed-baseline", "seed-optimized")]
+    assert old and not any(r.current for r in old)
+    seed = next(a for a in answers.answers(old) if a.claim.id == "seed-table")
+    newest = max(r.started_at for r in old if r.ok)[:10]
+    assert seed.verdict == "cannot be measured here" and seed.hint == (
+        f"{sum(r.ok for r in old)} stored record(s) of its cases are of an older metric definition (newest {newest}), "
+        "shown but "
+        "never judged; run the seed sweep on 2 and 4 GPUs again")
+    workers = next(a for a in answers.answers(old) if a.claim.id == "workers")
+    assert workers.hint == "no stored pair on this machine; run the ablation sweep"

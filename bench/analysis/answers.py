@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from ..core.identity import differing_fields
 from ..core.phrases import phrase
 from ..core.verdicts import CANNOT, FAILS, HOLDS, INCONCLUSIVE, reworded
 from ..store import query
@@ -108,7 +109,7 @@ class Answer:
     hint: str = ""
 
 
-def answer(claim: claimsmod.Claim, found: list[Evidence]) -> Answer:
+def answer(claim: claimsmod.Claim, found: list[Evidence], records: list[query.Record] = ()) -> Answer:
     decided = [ev for ev in found if ev.verdict in DECIDED]
     if decided:
         latest = decided[-1]
@@ -116,9 +117,25 @@ def answer(claim: claimsmod.Claim, found: list[Evidence]) -> Answer:
         return Answer(claim, latest.verdict, latest, other)
     if found:
         return Answer(claim, found[-1].verdict, found[-1])
+    return Answer(claim, CANNOT, None, hint=why_none(claim, records))
+
+
+def why_none(claim: claimsmod.Claim, records: list[query.Record]) -> str:
+    """Why a claim has no answer on this machine, and the sweep that would give it one: its recipes'
+    records stored under an older metric definition are counted, with the newest one's date."""
+    names = {n for pair in claim.change for n in pair}
+    older = [r for r in records if r.ok and not r.current]
+    # its recipes by name, or any two cases that differ the way the claim is about (claims.Claim.after_is)
+    paired = {id(x) for a in older for b in older if claim.after_is and a.case["gpus"] == b.case["gpus"]
+              and a.case["gpus"] >= claim.min_gpus and claim.after_is(a.case, b.case)
+              and not differing_fields(a.case, b.case) - set(claim.knobs or ()) for x in (a, b)}
+    old = [r for r in older if r.case["name"] in names or id(r) in paired]
     where = f" on {claim.min_gpus} or more GPUs" if claim.min_gpus > 1 else ""
-    return Answer(claim, CANNOT, None, hint=f"no stored pair on this machine; run the {claim.sweep_hint} sweep{where}"
-                  if claim.kind != "table" else "run the seed sweep on 2 and 4 GPUs")
+    sweep = (f"the {claim.sweep_hint} sweep{where}" if claim.kind != "table" else "the seed sweep on 2 and 4 GPUs")
+    if old:
+        return (f"{len(old)} stored record(s) of its cases are of an older metric definition (newest "
+                f"{max(r.started_at for r in old)[:10]}), shown but never judged; run {sweep} again")
+    return f"no stored pair on this machine; run {sweep}" if claim.kind != "table" else f"run {sweep}"
 
 
 def models_of(records: list[query.Record]) -> list[str]:
@@ -140,4 +157,4 @@ def answers(records: list[query.Record], experiments_only: bool = False) -> list
     if len(models) > 1:
         raise ValueError(f"answers are given per model; got records of {', '.join(models)}")
     found = evidence(records, experiments_only)
-    return [answer(c, found[c.id]) for c in claimsmod.CLAIMS]
+    return [answer(c, found[c.id], records) for c in claimsmod.CLAIMS]
