@@ -162,9 +162,10 @@ def test_an_answer_without_evidence_says_why_older_records_cannot_give_one():
     assert old and not any(r.current for r in old)
     seed = next(a for a in answers.answers(old) if a.claim.id == "seed-table")
     newest = max(r.started_at for r in old if r.ok)[:10]
-    assert seed.verdict == "cannot be measured here" and seed.hint == (
+    assert seed.verdict == "cannot be measured here" and seed.hint.text() == (
         f"{sum(r.ok for r in old)} stored record(s) of its cases are of an older metric definition (newest {newest}), "
         "shown but "
         "never judged; run the seed sweep on 2 and 4 GPUs again")
     workers = next(a for a in answers.answers(old) if a.claim.id == "workers")
-    assert workers.hint == "no stored pair on this machine; run the ablation sweep"
+    assert workers.hint.text() == "no stored pair on this machine; run the ablation sweep"
+    assert seed.hint.text("zh").startswith(f"其用例有 {sum(r.ok for r in old)} 条已保存记录按旧的指标定义测得")

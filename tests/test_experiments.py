@@ -98,7 +98,7 @@ def test_rounds_interleave_reverse_stop_per_claim_and_store_verdicts_in_the_mani
     recs = query.load([tmp_path])[0]
     assert {len(r.data["processes"]) for r in recs} == {2}
     (ans,) = [x for x in answers.answers(recs) if x.claim.id == "amp"]
-    assert ans.verdict == HOLDS and ans.latest.basis == "2 pair(s)" and ans.latest.runs == (run.run_id,)
+    assert ans.verdict == HOLDS and str(ans.latest.basis) == "2 pair(s)" and ans.latest.runs == (run.run_id,)
 
 
 def test_a_failed_side_ends_its_experiment_with_the_reason(tmp_path, monkeypatch):
@@ -132,7 +132,7 @@ def test_a_pair_of_one_recipe_name_is_labelled_by_the_knobs_it_changed(tmp_path,
         text = line(run.manifest, en)
     assert text.startswith("amp: single (fp32) -> single (bf16), 1 GPU(s)")
     (ans,) = [x for x in answers.answers(query.load([tmp_path])[0]) if x.claim.id == "amp"]
-    assert ans.latest.pair == "single (fp32) -> single (bf16), 1 GPU(s)"
+    assert str(ans.latest.pair) == "single (fp32) -> single (bf16), 1 GPU(s)"
 
 
 def test_the_committed_results_answer_per_machine_with_the_latest_decided_verdict(capsys):

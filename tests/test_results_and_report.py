@@ -240,7 +240,9 @@ def test_the_default_report_fits_a_terminal_with_the_articles_table_first(lang):
     rows = [ln for ln in lines if ln.startswith("|") and not set(ln) <= set("|-: ")]
     assert rows and all(ln.strip("|").split("|")[0].strip() for ln in rows)
     answers, *sections = text.split("\n# ")  # each machine's answers first, then each commit
-    assert answers.startswith(f"# {report.i18n.t(lang, 'answers_title')}\n\n## 1x-nvidia-h100-80gb-hbm3: the answers")
+    h100 = "1x-nvidia-h100-80gb-hbm3"
+    title = report.i18n.t(lang, "a_title", machine=h100, commits=len({r.commit for r in recs if r.machine == h100}))
+    assert answers.startswith(f"# {report.i18n.t(lang, 'answers_title')}\n\n{title}")
     assert len(sections) == len({(r.machine, r.commit) for r in recs}) >= 4  # machines and commits never mixed
     seed_cols = report.i18n.t(lang, "seed_cols")
     for section in sections:
@@ -303,7 +305,8 @@ def test_a_machine_page_is_rewritten_only_where_it_changed(tmp_path):
     shutil.copytree(FIXTURES, root)
     recs = query.load([root])[0]
     first = report.write_machine_pages(recs, root)
-    assert first and all(p.name == "README.md" and p.parent.parent == root for p in first)
+    assert first and {p.name for p in first} == {"README.md", "README.zh.md"} and all(p.parent.parent == root
+                                                                                     for p in first)
     stamps = {p: p.stat().st_mtime_ns for p in first}
     assert report.write_machine_pages(recs, root) == []  # nothing changed: nothing written
     assert {p: p.stat().st_mtime_ns for p in first} == stamps

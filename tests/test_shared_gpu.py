@@ -7,7 +7,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from bench.core import sharing, verdicts
+from bench.core import phrases, sharing, verdicts
 from bench.core.case import Case
 from bench.core.errors import BenchError
 from bench.harness import gpu_guard, launch
@@ -266,7 +266,7 @@ def test_a_pair_of_a_claim_experiment_measured_beside_another_process_is_inconcl
     hx._add_pair(e, en, runs, {})
     assert en["status"] == "GPU shared" and en["verdict"] == verdicts.SHARED and "pid 4242" in en["reason"]
     ev = answers.from_experiment({"run_id": "r", "commit_folder": "c"}, en)
-    assert ev.verdict == "inconclusive (GPU shared)" and ev.effect == "-" and "pid 4242" in ev.detail
+    assert ev.verdict == "inconclusive (GPU shared)" and ev.effect == "-" and "pid 4242" in phrases.render(ev.detail)
 
 
 def test_host_load_outside_the_run_is_the_hosts_busy_time_less_the_ranks_own():

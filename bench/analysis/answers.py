@@ -8,10 +8,11 @@ A verdict comes from one of two kinds of evidence, both frozen when made:
 """
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 
 from ..core.identity import differing_fields
-from ..core.phrases import phrase
+from ..core.phrases import phrase, verdict_word
 from ..core.verdicts import CANNOT, FAILS, HOLDS, INCONCLUSIVE, reworded
 from ..store import query
 from . import claims as claimsmod
@@ -25,15 +26,16 @@ class Evidence:
     verdict: str
     effect: str
     """The change, and its 95% interval where one was measured."""
-    basis: str
-    """How it was judged: `K pairs` (paired, interleaved processes) or `own intervals`."""
+    basis: object
+    """How it was judged, a phrase (core/phrases.py): `K pairs` (paired, interleaved processes), `own
+    intervals` or `an exact count`."""
     commit: str
     runs: tuple
     date: str
-    pair: str
-    """The two recipes, before -> after, and the GPU count."""
-    detail: str = ""
-    """What more pairs would take, why a run stopped, or the evidence sentence."""
+    pair: object
+    """The two recipes, before -> after, and the GPU count (a phrase)."""
+    detail: object = ""
+    """What more pairs would take, why a run stopped, or the evidence sentence: a phrase, a list of them, or ''."""
 
 
 def from_experiment(m: dict, en: dict) -> Evidence | None:
@@ -43,15 +45,32 @@ def from_experiment(m: dict, en: dict) -> Evidence | None:
     n = len(en.get("pairs") or [])
     effect = claimsmod.experiment_effect(en)
     # why it stopped short of a decision (a run still measuring says nothing yet)
-    detail = "" if en.get("status") in ("decided", "measuring") else en.get("reason") or en.get("status", "")
+    status = en.get("status")
+    detail = [] if status in ("decided", "measuring") else [stopped(en)]
     verdict = reworded(en["verdict"], en.get("ci95_pct")) or en["verdict"]
     if verdict == INCONCLUSIVE and en.get("more_pairs"):
-        detail = f"about {en['more_pairs']} more pair(s) would decide it" + (f"; {detail}" if detail else "")
+        detail.insert(0, phrase("more_pairs_detail", n=en["more_pairs"]))
     if verdict != en["verdict"]:  # frozen under an older rule: its numbers kept, today's word beside its own
-        detail = (f"{detail}; " if detail else "") + phrase("reworded", was=en["verdict"], now=verdict).text()[2:]
-    return Evidence(en["claim"], verdict, effect, f"{n} pair(s)", m.get("commit_folder", "?"), (m["run_id"],),
-                    m.get("finished_at") or m.get("started_at", ""),
-                    f"{pair_label(en)}, {en['gpus']} GPU(s)", detail)
+        detail.append(phrase("reworded_detail", was=verdict_word(en["verdict"]), now=verdict_word(verdict)))
+    return Evidence(en["claim"], verdict, effect, phrase("pairs_basis", n=n), m.get("commit_folder", "?"),
+                    (m["run_id"],), m.get("finished_at") or m.get("started_at", ""),
+                    phrase("on_gpus", pair=pair_label(en), n=en["gpus"]), [d for d in detail if d] or "")
+
+
+STOPPED = ("budget spent", "rounds spent", "interrupted")
+"""How an experiment stops short of a decision, said in the reader's language (core/phrases.py)."""
+BUDGET_REASON = re.compile(r"the next round \(about (\S+)\) would pass the claims' budget of (\S+) \((\S+) spent\)")
+
+
+def stopped(en: dict):
+    """Why an experiment stopped short of a decision: a phrase where the suite said it (the budget's
+    figures read back from the stored sentence), else its stored reason (a failure's is data)."""
+    m = BUDGET_REASON.fullmatch(en.get("reason") or "")
+    if en.get("status") == "budget spent" and m:
+        return phrase("budget_next_round", next=m.group(1), budget=m.group(2), spent=m.group(3))
+    if en.get("status") in STOPPED:
+        return phrase(en["status"])
+    return en.get("reason") or en.get("status") or ""
 
 
 def pair_label(en: dict) -> str:
@@ -71,11 +90,11 @@ def from_records(claim: claimsmod.Claim, e: dict, commit: str) -> Evidence | Non
         return None
     noise = e.get("noise_pct")
     effect = e["effect"] + (f" +-{noise:.1f}%" if noise is not None else "")
-    gpus = f", {e['gpus']} GPU(s)" if e.get("gpus") else ""
-    basis = "an exact count" if claim.kind == "fewer-allreduces" else "own intervals"
+    pair = f"{e['pair'][0]} -> {e['pair'][1]}"
+    basis = phrase("exact_count" if claim.kind == "fewer-allreduces" else "own_intervals")
     return Evidence(claim.id, e["verdict"], effect, basis, commit, tuple(e["runs"]), e["date"],
-                    f"{e['pair'][0]} -> {e['pair'][1]}{gpus}",
-                    e.get("noise_text", "") if e["verdict"] not in DECIDED else "")
+                    phrase("on_gpus", pair=pair, n=e["gpus"]) if e.get("gpus") else pair,
+                    e.get("noise_phrase") or "" if e["verdict"] not in DECIDED else "")
 
 
 def evidence(records: list[query.Record], experiments_only: bool = False) -> dict[str, list[Evidence]]:
@@ -106,7 +125,8 @@ class Answer:
     """The latest decided evidence, else the latest of any kind, else None (cannot be measured here)."""
     disagrees: Evidence | None = None
     """The latest earlier decided evidence with the other verdict."""
-    hint: str = ""
+    hint: object = ""
+    """Why it has no answer, and what would give it one (a phrase)."""
 
 
 def answer(claim: claimsmod.Claim, found: list[Evidence], records: list[query.Record] = ()) -> Answer:
@@ -130,12 +150,14 @@ def why_none(claim: claimsmod.Claim, records: list[query.Record]) -> str:
               and a.case["gpus"] >= claim.min_gpus and claim.after_is(a.case, b.case)
               and not differing_fields(a.case, b.case) - set(claim.knobs or ()) for x in (a, b)}
     old = [r for r in older if r.case["name"] in names or id(r) in paired]
-    where = f" on {claim.min_gpus} or more GPUs" if claim.min_gpus > 1 else ""
-    sweep = (f"the {claim.sweep_hint} sweep{where}" if claim.kind != "table" else "the seed sweep on 2 and 4 GPUs")
+    first, _, second = claim.sweep_hint.partition(" or ")
+    hint = phrase("either", a=first, b=second) if second else first
+    sweep = (phrase("seed_sweep_2_4") if claim.kind == "table" else
+             phrase("the_sweep_gpus", sweep=hint, n=claim.min_gpus) if claim.min_gpus > 1
+             else phrase("the_sweep", sweep=hint))
     if old:
-        return (f"{len(old)} stored record(s) of its cases are of an older metric definition (newest "
-                f"{max(r.started_at for r in old)[:10]}), shown but never judged; run {sweep} again")
-    return f"no stored pair on this machine; run {sweep}" if claim.kind != "table" else f"run {sweep}"
+        return phrase("older_records", n=len(old), date=max(r.started_at for r in old)[:10], sweep=sweep)
+    return phrase("no_stored_pair", sweep=sweep) if claim.kind != "table" else phrase("run_only", sweep=sweep)
 
 
 def models_of(records: list[query.Record]) -> list[str]:

@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 
 from ..core import sharing, verdicts
 from ..core.identity import differing_fields
-from ..core.phrases import phrase
+from ..core.phrases import phrase, verdict_word
 from ..core.verdicts import CANNOT, FAILS, HOLDS, INCONCLUSIVE
 from ..store import query
 from .noise import unreliable_runs
@@ -123,12 +123,17 @@ def own_noise(a: query.Record, b: query.Record, include_old: bool = False, unrel
     c = verdicts.compare(a.images_per_s, halves[0], b.images_per_s, halves[1])
     c["shared"] = bool(shared)
     missing = [r.case["name"] for r, h in zip((a, b), halves) if h is None]
-    c["noise_phrase"] = (phrase("gpu_shared", which=" and ".join(r.case["name"] for r in shared),
+    c["noise_phrase"] = (phrase("gpu_shared", which=both_names([r.case["name"] for r in shared]),
                                 seen=sharing.summary(shared[0].gpu_shared, 1)) if shared
                          else phrase("noise", pct=f"{c['noise_pct']:.1f}") if c["noise_pct"] is not None
                          else phrase("unreliable_run", run=why[0], why=why[1]) if why
-                         else phrase("not_judged", which=" and ".join(dict.fromkeys(missing))))
+                         else phrase("not_judged", which=both_names(list(dict.fromkeys(missing)))))
     return c
+
+
+def both_names(names: list[str]):
+    """One name, or two joined as the report's language joins them."""
+    return phrase("both_names", a=names[0], b=names[1]) if len(names) == 2 else ", ".join(names)
 
 
 def find_pair(claim: Claim, records: list[query.Record], min_gpus: int = 1):
@@ -197,7 +202,8 @@ def _evaluate_pair(claim: Claim, usable: list[query.Record], include_old: bool, 
                   noise=c["noise_phrase"])
     verdict = verdicts.SHARED if c["shared"] else verdicts.claim_verdict(c["delta_pct"], c["noise_pct"])
     return {"verdict": verdict, "effect": f"{c['delta_pct']:+.1f}%",
-            "noise_pct": c["noise_pct"], "noise_text": c["noise_phrase"].text(), "evidence_phrase": text, "files": files,
+            "noise_pct": c["noise_pct"], "noise_text": c["noise_phrase"].text(), "noise_phrase": c["noise_phrase"],
+            "evidence_phrase": text, "files": files,
             **which}
 
 
@@ -283,8 +289,8 @@ def from_experiment_entry(run_id: str, m: dict, en: dict, records: list[query.Re
             else phrase("stopped", why=en.get("reason") or en.get("status"))
             if en.get("status") not in ("decided", "measuring", None) else "")
     if verdict != en["verdict"]:  # frozen under an older rule: its numbers kept, today's word for them
-        more = [more, phrase("reworded", was=en["verdict"], now=verdict)] if more else phrase(
-            "reworded", was=en["verdict"], now=verdict)
+        reread = phrase("reworded", was=verdict_word(en["verdict"]), now=verdict_word(verdict))
+        more = phrase("concat", a=more, b=reread) if more else reread
     a, b = en["before"], en["after"]
     where = phrase("where", gpus=en.get("gpus"), a=a["name"], b=b["name"])
     ids = {a["case_id"], b["case_id"]}

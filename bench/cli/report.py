@@ -45,7 +45,7 @@ def command(a) -> int:
     assumed = noise.assumed_noise(every + records if a.paths else every)
     # the answers on screen (about one screen a machine); every commit's details with --all and in REPORT.md
     print(report.render(records, a.lang, wide=a.wide, assumed=assumed) if a.all or a.wide
-          else answers_text.render(records))
+          else answers_text.render(records, a.lang))
     out = Path(a.out) if a.out else (Path(paths[0]) if a.paths and len(paths) == 1 and Path(paths[0]).is_dir()
                                      else generated_folder(a.results, "report") or Path(a.results))
     machines = {r.machine for r in records}

@@ -49,7 +49,8 @@ def add(sub) -> None:
                         "run the rest (failed, skipped or not reached)")
     s.add_argument("--only", default="", metavar="PATTERNS",
                    help="run only the cases whose id matches one of these comma-separated shell patterns")
-    s.add_argument("--lang", choices=("en", "zh"), default="en", help="headings of the seed table")
+    s.add_argument("--lang", choices=("en", "zh"), default="en",
+                   help="the language of the answers it ends on and of REPORT.md (zh: the article's own headings)")
     s.add_argument("--details", action="store_true",
                    help="also print this run's details (every table of its REPORT.md) above the answers")
     s.add_argument("--claims-budget", default="", metavar="DURATION",
@@ -175,5 +176,5 @@ def command(a) -> int:
             print(f"wrote {page}")
     # the answers last, on screen when the run ends: this machine's for the model this run trained
     models = sorted({c.model for c in every})
-    print("\n" + answers_text.machine_answers(run.machine, machine, models=models))
+    print("\n" + answers_text.machine_answers(run.machine, machine, models=models, lang=a.lang))
     return 0

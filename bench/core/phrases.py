@@ -28,6 +28,24 @@ TEMPLATES = {
         "stopped": "; stopped: {why}",
         "reworded": "; judged `{was}` when measured, by the rule of that day (an interval above zero held however "
                     "small); today's rule reads the same interval as `{now}`",
+        "reworded_detail": "judged `{was}` when measured, by the rule of that day (an interval above zero held "
+                           "however small); today's rule reads the same interval as `{now}`",
+        "pairs_basis": "{n} pair(s)",
+        "own_intervals": "own intervals",
+        "exact_count": "an exact count",
+        "on_gpus": "{pair}, {n} GPU(s)",
+        "more_pairs_detail": "about {n} more pair(s) would decide it",
+        "budget spent": "the claims' budget was spent before it was decided",
+        "budget_next_round": "the next round (about {next}) would pass the claims' budget of {budget} ({spent} spent)",
+        "rounds spent": "the rounds ran out before it was decided",
+        "interrupted": "the run was interrupted before it was decided",
+        "older_records": "{n} stored record(s) of its cases are of an older metric definition (newest {date}), shown "
+                         "but never judged; run {sweep} again",
+        "no_stored_pair": "no stored pair on this machine; run {sweep}",
+        "run_only": "run {sweep}",
+        "the_sweep": "the {sweep} sweep",
+        "the_sweep_gpus": "the {sweep} sweep on {n} or more GPUs",
+        "seed_sweep_2_4": "the seed sweep on 2 and 4 GPUs",
         "floor_too_wide": "its noise floor's process-to-process sd is {sd}% over {n} processes, above the {limit}% a "
                           "verdict can be judged by",
         "floor_moved": "its noise floor moved {drift}% between the run's start and end, {limit}% or more: the machine "
@@ -38,6 +56,8 @@ TEMPLATES = {
         "no_pair": "no stored pair",
         "run_sweep": "{why}; run the {sweep} sweep",
         "either": "{a} or {b}",
+        "concat": "{a}{b}",
+        "both_names": "{a} and {b}",
         "run_sweep_gpus": "{why}; run the {sweep} sweep on {n} or more GPUs",
         "no_allreduce_count": "no all-reduce count stored",
         "allreduces": "{where}: the article's loop ran {na} bucket all-reduces per optimizer step over {k} "
@@ -68,6 +88,22 @@ TEMPLATES = {
         "more_pairs": "；约再需 {n} 对即可判定",
         "stopped": "；已停止：{why}",
         "reworded": "；测量时按当时的规则判定为“{was}”（区间高于零即成立，无论多小）；按现行规则，同一区间为“{now}”",
+        "reworded_detail": "测量时按当时的规则判定为“{was}”（区间高于零即成立，无论多小）；按现行规则，同一区间为“{now}”",
+        "pairs_basis": "{n} 对",
+        "own_intervals": "各自的区间",
+        "exact_count": "精确计数",
+        "on_gpus": "{pair}，{n} 块 GPU",
+        "more_pairs_detail": "约再需 {n} 对即可判定",
+        "budget spent": "判定之前论断实验的时间预算已用完",
+        "budget_next_round": "下一轮（约 {next}）将超出论断实验的时间预算 {budget}（已用 {spent}）",
+        "rounds spent": "判定之前轮数已用完",
+        "interrupted": "判定之前运行被中断",
+        "older_records": "其用例有 {n} 条已保存记录按旧的指标定义测得（最新 {date}），仅显示、从不判定；请重新运行{sweep}",
+        "no_stored_pair": "本机没有已保存的配对；请运行{sweep}",
+        "run_only": "请运行{sweep}",
+        "the_sweep": " {sweep} 扫描",
+        "the_sweep_gpus": "在 {n} 块或更多 GPU 上的 {sweep} 扫描",
+        "seed_sweep_2_4": "在 2 块和 4 块 GPU 上的 seed 扫描",
         "floor_too_wide": "其噪声底在 {n} 个进程间的标准差为 {sd}%，高于可据以判断的 {limit}%",
         "floor_moved": "其噪声底在运行开始与结束之间变化了 {drift}%，达到或超过 {limit}%：机器在运行期间发生了变化",
         "needs_gpus": "需要 {n} 个或更多 GPU，而已保存的结果只有更少的 GPU",
@@ -76,6 +112,8 @@ TEMPLATES = {
         "no_pair": "没有已保存的配对",
         "run_sweep": "{why}；请运行 {sweep} 扫描",
         "either": "{a} 或 {b}",
+        "concat": "{a}{b}",
+        "both_names": "{a} 和 {b}",
         "run_sweep_gpus": "{why}；请在 {n} 个或更多 GPU 上运行 {sweep} 扫描",
         "no_allreduce_count": "未保存 all-reduce 次数",
         "allreduces": "{where}：文章的循环在 {k} 个微批次的每个优化器步中执行了 {na} 次桶 all-reduce；"
@@ -106,6 +144,18 @@ class Phrase:
 
 def phrase(key: str, **values) -> Phrase:
     return Phrase(key, values)
+
+
+VERDICT_ZH = {"holds": "成立", "does not hold": "不成立", "inconclusive": "无法判定",
+              "cannot be measured here": "此处无法测量", "inconclusive (GPU shared)": "无法判定（GPU 被共享）"}
+for _word, _zh in VERDICT_ZH.items():  # a verdict word inside a sentence, in the sentence's language
+    TEMPLATES["en"][f"v:{_word}"] = _word
+    TEMPLATES["zh"][f"v:{_word}"] = _zh
+
+
+def verdict_word(verdict: str):
+    """A verdict as a phrase (rendered in the report's language), or the text itself where unknown."""
+    return phrase(f"v:{verdict}") if f"v:{verdict}" in TEMPLATES["en"] else verdict
 
 
 def render(value, lang: str = "en") -> str:

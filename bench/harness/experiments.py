@@ -10,7 +10,7 @@ import time
 
 from ..analysis import answers
 from ..analysis import experiments as ex
-from ..core import paired, sharing, verdicts
+from ..core import paired, phrases, sharing, verdicts
 from ..core.case import Case
 from ..core.identity import differing_fields
 from ..core.labels import duration
@@ -131,4 +131,4 @@ def line(manifest: dict, en: dict) -> str:
     if ev is None:  # failed, or stopped before its first verdict
         return f"{en['claim']}: {answers.pair_label(en)}: {en['status']} ({en['reason']})"
     return (f"{ev.claim}: {ev.pair}, 95% interval from {ev.basis}: {ev.effect}: {ev.verdict}"
-            + (f"; {ev.detail}" if ev.detail else ""))
+            + (f"; {phrases.render(ev.detail)}" if ev.detail else ""))

@@ -34,7 +34,7 @@ def render(records: list[Record], lang: str = "en", plot_files: dict | None = No
     if not records:
         return "no stored results found"
     assumed = noise.assumed_noise(records) if assumed is None else assumed
-    out = [f"# {i18n.t(lang, 'answers_title')}\n\n{answers_text.render(records)}"] if answers_first else []
+    out = [f"# {i18n.t(lang, 'answers_title')}\n\n{answers_text.render(records, lang)}"] if answers_first else []
     # per machine (newest measured first), its commits newest first: by when they ran, not by hash
     for machine, mine in query.newest_first(records, "machine"):
         for commit, recs in query.newest_first(mine, "commit"):
@@ -187,8 +187,8 @@ def _render_group(records: list[Record], lang: str, plot_files: list, wide: bool
     if spent:
         out += ["", f"## {i18n.t(lang, 'phases_title')}", spent, ""] + wrap(i18n.t(lang, "phases_note"))
     if wide:
-        out += ["", "## Seed table, every column", seed_table(records, lang), "", "## Every case, every column",
-                full_table(records)]
+        out += ["", f"## {i18n.t(lang, 'wide_seed')}", seed_table(records, lang), "",
+                f"## {i18n.t(lang, 'wide_cases')}", full_table(records)]
     out += [""] + wrap(f"{i18n.t(lang, 'environment')}: {environment_line(records)}")
     return "\n".join(out)
 
@@ -210,27 +210,37 @@ def as_markdown_file(text: str) -> str:
     return text.replace("<", "&lt;")
 
 
-def machine_page_text(folder: Path, machine: str, records: list[Record]) -> str:
-    """The page of the machine folder `folder`, linking the REPORT.md of each commit that has one and
-    the recipes it holds."""
-    reports = {c: f"{c}/REPORT.md" for c in {r.commit for r in records} if (folder / c / "REPORT.md").is_file()}
+def machine_page_text(folder: Path, machine: str, records: list[Record], lang: str = "en") -> str:
+    """The page of the machine folder `folder` in `lang`, linking each commit's report in that language
+    (else its REPORT.md) and the recipes it holds."""
+    reports = {}
+    for c in {r.commit for r in records}:
+        name = next((n for n in (report_name(lang), "REPORT.md") if (folder / c / n).is_file()), None)
+        if name:
+            reports[c] = f"{c}/{name}"
     recipes = sorted(f"recipes/{p.name}" for p in (folder / "recipes").glob("*.py"))
-    return as_markdown_file(answers_text.machine_page(machine, records, reports, recipes))
+    return as_markdown_file(answers_text.machine_page(machine, records, reports, recipes, lang))
+
+
+def page_name(lang: str) -> str:
+    """README.md in English; README.zh.md beside it in Chinese."""
+    return MACHINE_PAGE if lang == "en" else MACHINE_PAGE.replace(".md", f".{lang}.md")
 
 
 def write_machine_pages(records: list[Record], root: Path) -> list[Path]:
-    """Each machine's page, root/<machine>/README.md, from every record of that machine given: written
-    only where its text changed, so a page of results that did not change is left as it is."""
+    """Each machine's pages, root/<machine>/README.md and README.zh.md, from every record of that machine
+    given: written only where its text changed, so a page of results that did not change is left as it is."""
     written = []
     for machine, mine in query.newest_first(records, "machine"):
         folder = Path(root) / machine
         if not folder.is_dir():
             continue
-        text = machine_page_text(folder, machine, mine)
-        page = folder / MACHINE_PAGE
-        if not page.is_file() or page.read_text() != text:
-            page.write_text(text)
-            written.append(page)
+        for lang in ("en", "zh"):
+            text = machine_page_text(folder, machine, mine, lang)
+            page = folder / page_name(lang)
+            if not page.is_file() or page.read_text() != text:
+                page.write_text(text)
+                written.append(page)
     return written
 
 
