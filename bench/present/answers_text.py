@@ -22,8 +22,8 @@ def day(iso: str) -> str:
     return iso[:10] if iso else "-"
 
 
-def _measured(r: Record | None) -> str:
-    return f"{fmt(r.images_per_s)} {noise(r.metrics)}{marked(r)}" if r else "-"
+def _measured(r: Record | None, lang: str = "en") -> str:
+    return f"{fmt(r.images_per_s)} {noise(r.metrics)}{marked(r, lang)}" if r else "-"
 
 
 def _noise(a: Record, b: Record, lang: str = "en") -> str:
@@ -56,7 +56,8 @@ def seed_lines(records: list[Record], lang: str = "en") -> list[str]:
         gain_article = f"{stats.improvement_pct(pb, po):+.1f}%" if pb and po else "-"
         gain = (f"{stats.improvement_pct(b.images_per_s, o.images_per_s):+.1f}%{_noise(b, o, lang)}" if b and o
                 else "-")
-        rows.append([str(n), f"{_measured(b)} ({fmt(pb)})", f"{_measured(o)} ({fmt(po)})", f"{gain} ({gain_article})",
+        rows.append([str(n), f"{_measured(b, lang)} ({fmt(pb)})", f"{_measured(o, lang)} ({fmt(po)})",
+                     f"{gain} ({gain_article})",
                      _efficiency(o, opt.get(1), n, lang)])
     head = i18n.t(lang, "a_seed_head", commit=newest.commit, day=day(newest.started_at), model=setting[0],
                   px=setting[1], batch=setting[2])
@@ -75,7 +76,7 @@ def best_lines(records: list[Record], lang: str = "en") -> list[str]:
     for n in sorted({r.case["gpus"] for r in mine}):
         top = max((r for r in mine if r.case["gpus"] == n), key=lambda r: r.images_per_s)
         out += wrap(i18n.t(lang, "a_fastest", commit=newest, n=n, name=top.case["name"], config=describe(top.case),
-                           ips=fmt(top.images_per_s), noise=f"{noise(top.metrics)}{marked(top)}",
+                           ips=fmt(top.images_per_s), noise=f"{noise(top.metrics)}{marked(top, lang)}",
                            k=top.metrics.get("processes", 1)))
     out += [ln for row in targets.recommend_rows(records)
             for ln in wrap(i18n.t(lang, "a_hint", claim=i18n.recommend_label(lang, row[0]),

@@ -53,7 +53,8 @@ def article_table(records: list[Record], lang: str, optimized: str = "seed-optim
         b, o = cells
         improvement = f"{stats.improvement_pct(b, o):+.1f}%" if b and o else "-"
         rb, ro = ok[names[0]].get(n), ok[names[1]].get(n)
-        rows.append([str(n), f"{per_gpu * n:,}", fmt(b) + marked(rb), fmt(o) + marked(ro), improvement])
+        rows.append([str(n), f"{per_gpu * n:,}", fmt(b) + marked(rb, lang), fmt(o) + marked(ro, lang),
+                     improvement])
         pairs.append((n, rb, ro))
     notes = wrap(i18n.t(lang, "setting", model=setting[0], px=setting[1], batch=per_gpu)) + notes
     return table(rows, i18n.t(lang, "seed_cols"), ("right",) * 5), notes, pairs

@@ -68,14 +68,14 @@ def cases_table(records: list[Record], lang: str) -> tuple[str, list[str]]:
         if not r.ok:
             extra += f"{'; ' if extra else ''}{r.status}: {r.data.get('reason', '')}"
         if r.gpu_shared:
-            extra += f"{'; ' if extra else ''}GPU shared: {sharing.summary(r.gpu_shared)}"
+            extra += f"{'; ' if extra else ''}{i18n.t(lang, 'gpu_shared_note', seen=sharing.summary(r.gpu_shared))}"
         elif r.shared_label:
-            extra += f"{'; ' if extra else ''}host shared: {r.host_outside_pct:.0f}% of its cores busy outside the run"
+            extra += f"{'; ' if extra else ''}{i18n.t(lang, 'host_shared_note', pct=f'{r.host_outside_pct:.0f}')}"
         if extra:
             key = keys.setdefault((r.case["name"], extra), f"[{len(keys) + 1}]")
             label += f" {key}"
         bound = i18n.word(lang, diagnosis(r).get("verdict", "")) if r.ok else i18n.word(lang, r.status)
-        rows.append([r.sweep, label, str(r.case["gpus"]), fmt(r.images_per_s) + marked(r) if r.ok else "-",
+        rows.append([r.sweep, label, str(r.case["gpus"]), fmt(r.images_per_s) + marked(r, lang) if r.ok else "-",
                      noise(m) if r.ok and r.ci95 else "-", _stall(m) if r.ok else "-", bound or "-"])
     notes += [ln for (name, extra), key in keys.items() for ln in wrap(f"- {key} {name}: {extra}")]
     if any(not r.current or r.rederived for r in records):

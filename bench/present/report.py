@@ -57,7 +57,7 @@ def summary_lines(records: list[Record], evals: list, lang: str) -> list[str]:
     for model, px, n in sorted({(r.case["model"], r.case["image_size"], r.case["gpus"]) for r in judged}):
         top = max((r for r in judged if (r.case["model"], r.case["image_size"], r.case["gpus"]) == (model, px, n)),
                   key=lambda r: r.images_per_s)
-        lines += wrap("- " + i18n.t(lang, "best_found", label=f"{labels[top.case_id]}{mark}{marked(top)} ({model}, {px} px, "
+        lines += wrap("- " + i18n.t(lang, "best_found", label=f"{labels[top.case_id]}{mark}{marked(top, lang)} ({model}, {px} px, "
                                                                f"{describe(top.case)}, {n} GPU(s))",
                                     ips=fmt(top.images_per_s), noise=noise_text(top.metrics).strip("()"),
                                     k=top.metrics.get("processes", 1), sweep=top.sweep))

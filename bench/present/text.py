@@ -39,10 +39,13 @@ def fmt(x: float | None) -> str:
     return "-" if x is None else f"{x:,.1f}"
 
 
-def marked(r) -> str:
+SHARED_ZH = {"GPU shared": "GPU 被共享", "host shared": "主机被共享"}
+
+
+def marked(r, lang: str = "en") -> str:
     """` (GPU shared)` or ` (host shared)` after a record's figure measured beside someone else's work."""
     label = r.shared_label if r is not None else ""
-    return f" ({label})" if label else ""
+    return "" if not label else f" ({label})" if lang == "en" else f"（{SHARED_ZH[label]}）"
 
 
 def fit(rows: list[list], headers: list[str], col: int = 0, align=None, wide: bool = False) -> tuple[str, list[str]]:
