@@ -15,6 +15,7 @@ from ..core.identity import differing_fields
 from ..core.phrases import phrase, verdict_word
 from ..core.verdicts import CANNOT, FAILS, HOLDS, INCONCLUSIVE, reworded
 from ..store import query
+from . import claim_runs
 from . import claims as claimsmod
 
 DECIDED = (HOLDS, FAILS)
@@ -43,7 +44,7 @@ def from_experiment(m: dict, en: dict) -> Evidence | None:
     if not en.get("verdict"):
         return None
     n = len(en.get("pairs") or [])
-    effect = claimsmod.experiment_effect(en)
+    effect = claim_runs.experiment_effect(en)
     # why it stopped short of a decision (a run still measuring says nothing yet)
     status = en.get("status")
     detail = [] if status in ("decided", "measuring") else [stopped(en)]

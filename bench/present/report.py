@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from ..analysis import answers, claims, noise, targets
+from ..analysis import claims, noise, targets
 from ..core import phrases, stats, verdicts
 from ..core.identity import differing_fields
 from ..core.labels import describe, noise as noise_text, profile_text
