@@ -327,3 +327,19 @@ def test_a_real_loaders_figure_is_marked_when_the_host_was_busy_outside_the_run(
     text, notes = cases_table.cases_table([r], "en")
     assert "(host shared)" in text and any(f"host shared: {outside:.0f}% of its cores busy outside the run" in n
                                            for n in notes)
+
+
+def test_an_ab_case_measured_beside_another_process_is_not_judged():
+    """ab's pairs of a case any of whose processes met another's work decide nothing: the case says
+    `inconclusive (GPU shared)` with what was seen, and no more pairs are asked for it."""
+    from bench.harness.ab import AbRun, CaseState
+    run = AbRun.__new__(AbRun)
+    run.floor = None
+    clear = CaseState(cuda_case("clear"), "s", figures={"a": [100.0, 101.0, 99.0], "b": [110.0, 111.0, 109.0]})
+    shared = CaseState(cuda_case("shared"), "s", figures={"a": [100.0, 101.0, 99.0], "b": [110.0, 111.0, 109.0]},
+                       shared=[sharing.sighting(0, "during the windows", "t", [{"pid": 4242}], GIB)])
+    assert run._row(clear)["verdict"] == verdicts.FASTER
+    row = run._row(shared)
+    assert row["verdict"] == verdicts.SHARED and row["note"].startswith("GPU 0: pid 4242")
+    failed = CaseState(cuda_case("failed"), "s", failed={"b": "oom: out of memory"}, shared=shared.shared)
+    assert run._row(failed)["verdict"] == "failed in b"  # a failure is still one
