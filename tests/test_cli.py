@@ -367,3 +367,28 @@ def test_a_reader_that_goes_away_ends_the_command_quietly():
                          shell=True, executable="/bin/bash", cwd=root, capture_output=True, text=True, timeout=120)
     assert out.stdout.splitlines()[0].startswith("## ") and out.stdout.splitlines()[-1] == "code 141", out.stdout
     assert "Traceback" not in out.stderr and "BrokenPipeError" not in out.stderr, out.stderr
+
+
+@pytest.mark.slow
+def test_pip_install_gives_a_bench_command(tmp_path):
+    """`pip install .` makes a `bench` command (pyproject's [project.scripts]) that is the suite's command
+    line; installed here without dependencies, beside the interpreter that already has them."""
+    import shutil
+    import subprocess
+    import sys
+    from pathlib import Path
+    root, src = Path(__file__).resolve().parents[1], tmp_path / "src"  # built in a copy: the checkout stays clean
+    shutil.copytree(root / "bench", src / "bench", ignore=shutil.ignore_patterns("__pycache__"))
+    for f in ("pyproject.toml", "README.md"):
+        shutil.copy2(root / f, src / f)
+    prefix = tmp_path / "prefix"
+    subprocess.run([sys.executable, "-m", "pip", "install", "-q", "--no-deps", "--no-build-isolation", "--prefix",
+                    str(prefix), str(src)], check=True, cwd=tmp_path, capture_output=True)
+    site = next(prefix.glob("lib/python*/site-packages"))
+    out = subprocess.run([str(prefix / "bin" / "bench"), "--help"], capture_output=True, text=True, cwd=tmp_path,
+                         env={"PATH": "/usr/bin:/bin", "PYTHONPATH": str(site), "HOME": str(tmp_path)})
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.startswith("usage: ") and "{run,sweep,report" in out.stdout
+    bad = subprocess.run([str(prefix / "bin" / "bench"), "sweep", "--gpus", "-1"], capture_output=True, text=True,
+                         cwd=tmp_path, env={"PATH": "/usr/bin:/bin", "PYTHONPATH": str(site), "HOME": str(tmp_path)})
+    assert bad.returncode == 2  # the exit code is the command's own

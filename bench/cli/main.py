@@ -29,6 +29,11 @@ def parser() -> argparse.ArgumentParser:
     return p
 
 
+def run() -> None:
+    """The `bench` command a `pip install` makes: main's exit code as the process's."""
+    sys.exit(main())
+
+
 def main(argv=None) -> int:
     a = parser().parse_args(argv)
     try:
