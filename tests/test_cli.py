@@ -113,7 +113,7 @@ def test_only_keeps_the_matching_cases_of_each_sweep():
     from bench.cli.flags import select_cases
     from bench.core import sweeps
     plans = [("seed", sweeps.build("seed", 2)), ("best", sweeps.build("best", 2))]
-    kept = select_cases(plans, "seed-optimized-*-g2-*, best-*-g1-*")
+    kept = select_cases(plans, "seed-optimized-*-g2-*, best-resnet50-*-g1-*")
     assert [(n, [c.name + f"/g{c.gpus}" for c in cs]) for n, cs in kept] == [
         ("seed", ["seed-optimized/g2"]), ("best", ["best/g1"])]
 

@@ -29,8 +29,9 @@ def test_seed_and_best_pair_each_gpu_count():
     assert not base.cudnn_benchmark and not opt.cudnn_benchmark  # DataParallel keeps PyTorch's default
     best = sweeps.build("best", 2)
     assert [(c.name, c.strategy) for c in best] == [("seed-baseline", "dp"), ("best", "single"),
-                                                    ("seed-baseline", "dp"), ("best", "ddp")]
-    assert best[3].channels_last and best[3].precision == "fp16"
+                                                    ("best-compiled", "single"), ("seed-baseline", "dp"),
+                                                    ("best", "ddp"), ("best-compiled", "ddp")]
+    assert best[4].channels_last and best[4].precision == "fp16"
 
 
 def test_scaling_amp_and_strategies_cover_their_grid():
@@ -188,3 +189,29 @@ def test_make_bench_ends_on_its_answers(readme_copy):
     before = "\n".join(lines[:start])
     assert "REPORT.md (this run's every table" in before
     assert not any(ln.startswith("# cpu-") and ", commit " in ln for ln in lines)  # no per-commit section printed
+
+
+def test_the_default_sweep_measures_the_fastest_set_up_the_suite_knows():
+    """On a GPU the best sweep holds the compiled recipe the suite knows (the step compiled, fused SGD, fp16,
+    NHWC, ResNet-50 at batch 512); a machine's own recommend winner takes its place, measured as the sweep
+    measures and for the model the sweep trains."""
+    from bench.cli.sweep import with_recommend_winners
+    from bench.core import sweeps
+    from bench.core.recipes import RECOMMENDED
+    from bench.store import query
+    cases = sweeps.build("best", 1, "cuda")
+    [compiled] = [c for c in cases if c.name == "best-compiled"]
+    assert (compiled.compile, compiled.compile_scope, compiled.optimizer_impl, compiled.batch_size,
+            compiled.precision, compiled.channels_last) == ("default", "step", "fused", 512, "fp16", True)
+    assert not any(c.compile for c in sweeps.build("best", 1, "cpu"))  # the CPU sweep compiles nothing
+    h200 = query.load([Path(__file__).resolve().parents[1] / "results" / "1x-nvidia-h200"])[0]
+    swapped, said = with_recommend_winners([("best", cases)], h200)
+    [won] = [c for c in swapped[0][1] if c.name == RECOMMENDED]
+    assert won.compile == "default" and won.optimizer_impl == "fused" and won.gpus == 1
+    assert (won.steps, won.min_window_s, won.repeats, won.model) == (compiled.steps, compiled.min_window_s,
+                                                                     compiled.repeats, "resnet50")
+    assert said == ["1 GPU(s): this machine's recommend winner (run 20261205T051559Z-8b58, 7,406.7 images/s) replaces "
+                    "best-compiled"]
+    assert with_recommend_winners([("best", cases)], [])[0] == [("best", cases)]  # none stored: the suite's recipe
+    vit = sweeps.build("best", 1, "cuda", **{"model": "vit_b_16"})
+    assert with_recommend_winners([("best", vit)], h200)[1] == []  # a winner of another model is not this one's

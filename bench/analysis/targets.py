@@ -100,6 +100,21 @@ FED_NEEDED_PCT = 95.0
 """The JPEG-fed winner's share of the synthetic winner of the same `recommend --data` run."""
 
 
+def recommend_winners(records: list[Record]) -> dict[tuple[int, str], dict]:
+    """(GPU count, model) -> the latest `bench recommend` winner among these records' runs: its case (a
+    dict), figure, run and recipe script (relative to the results root, None where none was written)."""
+    runs = query.run_manifests([r for r in records if r.data.get("sweep", "").startswith("recommend")])
+    out = {}
+    for run_id, m in sorted(runs.items()):  # by run id: when they started, so the latest wins
+        for found in m.get("recommend") or []:
+            case = found.get("best_case")
+            if case and found.get("best_images_per_s"):
+                out[(found["gpus"], case.get("model", query.ARTICLE_MODEL))] = {
+                    "case": case, "images_per_s": found["best_images_per_s"], "run": run_id,
+                    "recipe": found.get("recipe")}
+    return out
+
+
 def recommend_rows(records: list[Record]) -> list[list]:
     """From the latest `bench recommend` run among these records, per GPU count: its synthetic winner on one
     GPU against RECOMMEND_ONE_GPU_NEEDED (with what bounds it, from the winner's own record), and, where

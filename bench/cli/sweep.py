@@ -5,7 +5,7 @@ from __future__ import annotations
 import contextlib
 from pathlib import Path
 
-from ..analysis import experiments, noise
+from ..analysis import experiments, noise, targets
 from ..core import models, recipes, sweeps
 from ..core.case import Case
 from ..core.errors import BenchError
@@ -101,6 +101,32 @@ def plan(a) -> tuple[list[tuple[str, list]], int, str, str]:
     return plans, gpus, device, data_dir
 
 
+MEASURED_AS_SWEPT = ("warmup_steps", "steps", "min_window_s", "repeats", "timeout_s", "model", "model_source",
+                     "model_path", "num_classes", "image_size", "data_dir")
+"""What a recommend winner keeps from the sweep's own case: how it is measured, and the model the user asked
+for (a stored case never names the code that runs)."""
+
+
+def with_recommend_winners(plans: list[tuple[str, list[Case]]], stored: list) -> tuple[list, list[str]]:
+    """The sweep with each `best-compiled` case replaced by this machine's own recommend winner for its GPU
+    count and model, where one is stored (analysis/targets.recommend_winners); and a line for each."""
+    winners, said = targets.recommend_winners(stored), []
+
+    def swap(c: Case) -> Case:
+        won = winners.get((c.gpus, c.model)) if c.name == "best-compiled" else None
+        if not won:
+            return c
+        try:
+            case = Case.from_dict(won["case"]).replace(name=recipes.RECOMMENDED,
+                                                       **{k: getattr(c, k) for k in MEASURED_AS_SWEPT})
+        except (BenchError, TypeError, ValueError):  # a winner of a case definition this code no longer takes
+            return c
+        said.append(f"{c.gpus} GPU(s): this machine's recommend winner (run {won['run']}, "
+                    f"{won['images_per_s']:,.1f} images/s) replaces best-compiled")
+        return case
+    return [(n, [swap(c) for c in cs]) for n, cs in plans], said
+
+
 def prepare(device: str, default_data: str, cases, reference: Case | None = None) -> None:
     """Make the default data folder where the cases need it and it is short. On a GPU machine the machine
     is primed beside that (harness/prime.py: imports, libraries, the reference case's first steps), which
@@ -128,6 +154,11 @@ def command(a) -> int:
     budget = claims_budget(a, device)
     dist = dist_from_args(a)
     store = Store(a.results)
+    if device == "cuda":  # the fastest this machine knows: its own recommend winner, where it has one
+        folder = store.root / envmod.machine_slug(envmod.collect(software=False))
+        plans, said = with_recommend_winners(plans, query.load([folder])[0] if folder.is_dir() else [])
+        for line in said:
+            print(line)
     if a.dry_run:
         machine = envmod.machine_slug(envmod.collect(software=False))
         folder = store.root / machine

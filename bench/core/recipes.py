@@ -101,6 +101,22 @@ def best(base: Case, gpus: int) -> Case:
                         precision=amp, channels_last=True, **tuned, **_loader_knobs(base, 8, True))
 
 
+COMPILED_BEST = {"compile": "default", "compile_scope": "step", "optimizer_impl": "fused"}
+COMPILED_BEST_BATCH = {"resnet50": 512}
+"""The fastest set-up the suite knows where a machine has no `bench recommend` winner of its own: what
+recommend found for ResNet-50 on one H200 (results/1x-nvidia-h200/recipes/recipe_1gpu.py), the step
+(forward, loss and backward) compiled with fused SGD, fp16 and NHWC at batch 512: about 7.2k images/s
+there, 6.26k on one H100, against 5.9k and 4.8k eager. Another model keeps the sweep's batch."""
+RECOMMENDED = "best-recommended"
+"""The name a machine's own recommend winner runs under in the default sweep (cli/sweep.py)."""
+
+
+def best_compiled(base: Case, gpus: int) -> Case:
+    """`best` with the step compiled and fused SGD: the fastest recipe the suite knows (COMPILED_BEST)."""
+    batch = COMPILED_BEST_BATCH.get(base.model, base.batch_size)
+    return best(base, gpus).replace(name="best-compiled", batch_size=batch, **COMPILED_BEST)
+
+
 def ddp(base: Case, gpus: int, precision: str, channels_last: bool, **kw) -> Case:
     return base.replace(name="ddp", strategy="ddp", gpus=gpus, precision=precision,
                         channels_last=channels_last, **kw)

@@ -6,8 +6,8 @@ from . import models
 from .case import AUTO, Case
 from .errors import CaseError
 from .recipes import (ARTICLE_ACCUMULATION, CPU_BASE, CPU_RECOMMEND_BASE, DDP_TUNED, DP_CUDNN_BENCHMARK,  # noqa: F401
-                      GPU_BASE, _dp_window, _dp_windowed, accumulation, best, ddp, gpu_counts, loader_case, loader_windows,
-                      noise_reference, seed_baseline, seed_optimized, single)
+                      GPU_BASE, _dp_window, _dp_windowed, accumulation, best, best_compiled, ddp, gpu_counts,
+                      loader_case, loader_windows, noise_reference, seed_baseline, seed_optimized, single)
 
 # --- sweeps ------------------------------------------------------------------------------------
 def seed_sweep(max_gpus: int, base: Case = GPU_BASE) -> list[Case]:
@@ -15,7 +15,10 @@ def seed_sweep(max_gpus: int, base: Case = GPU_BASE) -> list[Case]:
 
 
 def best_sweep(max_gpus: int, base: Case = GPU_BASE) -> list[Case]:
-    return [c for n in gpu_counts(max_gpus) for c in (seed_baseline(base, n), best(base, n))]
+    """The baseline, the best eager set-up and, on a GPU, the fastest the suite knows (compiled; a machine's
+    own recommend winner takes its place where one is stored, cli/sweep.py), at each GPU count."""
+    compiled = (lambda n: [best_compiled(base, n)]) if base.device == "cuda" else (lambda n: [])
+    return [c for n in gpu_counts(max_gpus) for c in (seed_baseline(base, n), best(base, n), *compiled(n))]
 
 
 def strategies_sweep(max_gpus: int, base: Case = GPU_BASE) -> list[Case]:

@@ -73,15 +73,30 @@ def best_lines(records: list[Record], lang: str = "en") -> list[str]:
     newest = max(ok, key=lambda r: (r.started_at, r.run_id)).commit
     mine = query.latest([r for r in ok if r.commit == newest])
     out = []
+    winners = targets.recommend_winners(records)
     for n in sorted({r.case["gpus"] for r in mine}):
-        top = max((r for r in mine if r.case["gpus"] == n), key=lambda r: r.images_per_s)
-        out += wrap(i18n.t(lang, "a_fastest", commit=newest, n=n, name=top.case["name"], config=describe(top.case),
-                           ips=fmt(top.images_per_s), noise=f"{noise(top.metrics)}{marked(top, lang)}",
-                           k=top.metrics.get("processes", 1)))
+        at_n = [r for r in mine if r.case["gpus"] == n]
+        top = max(at_n, key=lambda r: r.images_per_s)
+        out += _fastest_line("a_fastest", top, newest, n, lang)
+        eager = [r for r in at_n if not r.case.get("compile") and not r.case.get("cuda_graph")]
+        if eager and top not in eager:  # the fastest known is compiled: the fastest eager set-up below it
+            out += _fastest_line("a_fastest_eager", max(eager, key=lambda r: r.images_per_s), newest, n, lang)
+        won = winners.get((n, top.case["model"]))
+        if won and won.get("recipe"):  # recommend keeps each machine's latest scripts in its recipes/ folder
+            recipe = f"{top.machine}/recipes/{won['recipe'].rsplit('/', 1)[-1]}"
+            out += wrap(i18n.t(lang, "a_recipe", n=n, run=won["run"], recipe=recipe))
+    if not winners and any(r.case["device"] == "cuda" for r in mine):
+        out += wrap(i18n.t(lang, "a_no_recommend"))
     out += [ln for row in targets.recommend_rows(records)
             for ln in wrap(i18n.t(lang, "a_hint", claim=i18n.recommend_label(lang, row[0]),
                                   hint=i18n.recommend_shown(lang, row[4])))]
     return out
+
+
+def _fastest_line(key: str, r: Record, commit: str, n: int, lang: str) -> list[str]:
+    return wrap(i18n.t(lang, key, commit=commit, n=n, name=r.case["name"], config=describe(r.case),
+                       ips=fmt(r.images_per_s), noise=f"{noise(r.metrics)}{marked(r, lang)}",
+                       k=r.metrics.get("processes", 1)))
 
 
 def claim_rows(found: list[answersmod.Answer], lang: str = "en") -> tuple[str, list[str]]:

@@ -77,6 +77,11 @@ TEXT = {
         "a_no_interval": " (no interval)",
         "a_fastest": "- Fastest measured at commit {commit}, {n} GPU(s): {name} ({config}), {ips} images/s {noise}, "
                      "{k} process(es)",
+        "a_fastest_eager": "- Fastest eager (nothing compiled) at commit {commit}, {n} GPU(s): {name} ({config}), {ips} "
+                           "images/s {noise}, {k} process(es)",
+        "a_recipe": "- Its recipe for {n} GPU(s), from `bench recommend` run {run}: results/{recipe}",
+        "a_no_recommend": "- `make recommend` never ran here: it searches this machine's own fastest set-up and writes it "
+                          "as a script; until then the fastest is the recipe the suite knows from other machines",
         "a_claim_cols": ["claim", "verdict", "effect (95% interval)", "commit", "measured"],
         "a_evidence": "- {claim}: {pair}, {basis}, run {runs}",
         "a_hint": "- {claim}: {hint}",
@@ -166,6 +171,10 @@ TEXT = {
         "a_seed_cols": ["GPU数量", "基础配置吞吐量（文章）", "优化后吞吐量（文章）", "提升比例（文章）", "优化配置效率"],
         "a_no_interval": "（无区间）",
         "a_fastest": "- 提交 {commit} 上 {n} 块 GPU 实测最快：{name}（{config}），{ips} 图像/秒 {noise}，{k} 个进程",
+        "a_fastest_eager": "- 提交 {commit} 上 {n} 块 GPU 最快的即时执行（未编译）配置：{name}（{config}），{ips} 图像/秒 "
+                           "{noise}，{k} 个进程",
+        "a_recipe": "- {n} 块 GPU 的脚本，来自 `bench recommend` 运行 {run}：results/{recipe}",
+        "a_no_recommend": "- 本机从未运行 `make recommend`：它会搜索本机自己最快的配置并写成脚本；在此之前，最快的是本套件在其他机器上得到的配方",
         "a_claim_cols": ["论断", "判定", "效果（95% 区间）", "提交", "测量日期"],
         "a_evidence": "- {claim}：{pair}，{basis}，运行 {runs}",
         "a_hint": "- {claim}：{hint}",
