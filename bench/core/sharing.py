@@ -7,10 +7,11 @@ from __future__ import annotations
 
 MIB = 2 ** 20
 FOREIGN_MEMORY_BYTES = 256 * MIB
-"""Memory in use on an idle GPU that says another CUDA context holds it. A bare context takes about
-500 MiB on an H100; NVML's v2 `used` leaves out what the driver reserves, so an idle GPU reads a few MiB."""
+"""Memory in use on a GPU none of the run's processes holds that says another CUDA context does. On one
+H100 NVML's v2 `used` (the driver's reserve left out) read 0 idle and 785 MiB for a bare torch context."""
 FOREIGN_MEMORY_V1_BYTES = 1024 * MIB
-"""The same where NVML has only its v1 call, whose `used` counts the driver's reserve (about 0.5 GiB)."""
+"""The same where NVML has only its v1 call, whose `used` counts the driver's reserve (480 MiB idle on
+that H100, 1,265 MiB with the bare context)."""
 MEMORY_RISE_BYTES = 1024 * MIB
 """Growth of the memory the case's own allocator does not explain (NVML's `used` less torch's reserved
 bytes) during the windows that says another process came: NCCL and DALI buffers lie outside torch's
@@ -21,9 +22,6 @@ else's kernels run there (an idle GPU reads 0)."""
 HOST_OUTSIDE_PCT = 10.0
 """Share of all the host's cores busy outside the run during a real loader's windows above which the
 record is marked: a real loader decodes on those cores, so another job's load moves its figure."""
-
-WHEN = ("before the run", "before the case", "during the windows", "after the case")
-
 
 def sighting(gpu: int, when: str, at: str, processes: list[dict], memory_used_bytes: int | None,
              util_pct: float | None = None, memory_rise_bytes: int | None = None) -> dict:
