@@ -114,8 +114,8 @@ class Record:
 
     @property
     def shared_label(self) -> str:
-        """`GPU shared`, `host shared` (a real loader whose host was busy outside the run beyond
-        core/sharing.HOST_OUTSIDE_PCT) or '': a figure so marked is shown, never judged."""
+        """`GPU shared` (shown, never judged), `host shared` (a real loader whose host was busy outside the
+        run beyond core/sharing.HOST_OUTSIDE_PCT: shown, and said) or ''."""
         if self.gpu_shared:
             return "GPU shared"
         outside = self.host_outside_pct
