@@ -27,6 +27,14 @@ TOKEN_PREFIX = f"test{__import__('os').getpid()}-"
 
 
 @pytest.fixture(autouse=True, scope="session")
+def own_run_registry(tmp_path_factory):
+    """The registry of runs on this machine's GPUs (harness/run_registry.py) is this session's own."""
+    import os
+    os.environ["BENCH_RUN_REGISTRY"] = str(tmp_path_factory.mktemp("gpu-bench-runs"))
+    yield
+
+
+@pytest.fixture(autouse=True, scope="session")
 def own_token_prefix():
     import os
     from bench.harness.launch import TOKEN_PREFIX_VAR

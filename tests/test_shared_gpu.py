@@ -2,6 +2,7 @@
 every figure it touched, and such figures are never judged. NVML is stood in for by a fake that
 reports what a test puts on its GPUs; the case's processes by the launcher's stand-in."""
 import io
+import os
 import sys
 from types import SimpleNamespace
 
@@ -343,3 +344,50 @@ def test_an_ab_case_measured_beside_another_process_is_not_judged():
     assert row["verdict"] == verdicts.SHARED and row["note"].startswith("GPU 0: pid 4242")
     failed = CaseState(cuda_case("failed"), "s", failed={"b": "oom: out of memory"}, shared=shared.shared)
     assert run._row(failed)["verdict"] == "failed in b"  # a failure is still one
+
+
+def test_a_second_run_is_refused_between_the_first_runs_processes(tmp_path, monkeypatch):
+    """The first run registers itself on its GPUs while it runs; a second, started while the GPU is free
+    between two of the first's processes (NVML sees nothing), is refused all the same, naming the first.
+    An entry whose process ended, or whose pid another process now holds, or of another GPU, stops nothing."""
+    import json
+    import subprocess
+    from bench.harness import run_registry
+    monkeypatch.setenv("BENCH_RUN_REGISTRY", str(tmp_path / "runs"))
+    first = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    try:
+        (tmp_path / "runs").mkdir()
+        entry = {"pid": first.pid, "start_ticks": run_registry.start_ticks(first.pid), "run_id": "20261206T165109Z-672e",
+                 "gpus": ["0"], "checkout": "/tmp/w1"}
+        (tmp_path / "runs" / f"{first.pid}.json").write_text(json.dumps(entry))
+        with pytest.raises(GpuBusy) as e:
+            GpuGuard(nvml=FakeNvml()).before_run([cuda_case()], "20261206T165149Z-6ecb")
+        assert f"GPU 0: pid {first.pid} (run 20261206T165109Z-672e of this suite, in /tmp/w1)" in str(e.value)
+        assert "\n" not in str(e.value)
+        (tmp_path / "runs" / f"{first.pid}.json").write_text(json.dumps({**entry, "start_ticks": 1}))  # pid reused
+        assert GpuGuard(nvml=FakeNvml(gpus=2)).before_run([cuda_case()]) == []
+        (tmp_path / "runs" / f"{first.pid}.json").write_text(json.dumps({**entry, "gpus": ["1"]}))
+        guard = GpuGuard(nvml=FakeNvml(gpus=2))
+        assert guard.before_run([cuda_case()], "r2") == []  # the first uses GPU 1, this run GPU 0
+        mine = json.loads((tmp_path / "runs" / f"{os.getpid()}.json").read_text())
+        assert mine["run_id"] == "r2" and mine["gpus"] == ["0"]
+        guard.release()
+        assert not (tmp_path / "runs" / f"{os.getpid()}.json").exists()
+    finally:
+        first.kill()
+        first.wait()
+    (tmp_path / "runs" / f"{first.pid}.json").write_text(json.dumps(entry))  # its process has ended
+    assert GpuGuard(nvml=FakeNvml()).before_run([cuda_case()]) == []
+
+
+def test_a_run_registers_while_it_runs_and_not_after(tmp_path, monkeypatch):
+    from bench.harness.run import Run, run_cases
+    from bench.store.tree import Store
+    fake_nvml_module(monkeypatch, FakeNvml())
+    monkeypatch.setenv("BENCH_RUN_REGISTRY", str(tmp_path / "runs"))
+    seen = []
+    monkeypatch.setattr(launch, "run_case", lambda *a, **k: seen.append(sorted((tmp_path / "runs").glob("*.json")))
+                        or ok_process(1000.0, 1.0, 2))
+    with Run(Store(tmp_path / "results"), out=io.StringIO()) as run:
+        run_cases(run, [cuda_case()], "s")
+    assert [p.name for p in seen[0]] == [f"{os.getpid()}.json"] and not list((tmp_path / "runs").glob("*.json"))

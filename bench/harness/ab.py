@@ -82,7 +82,7 @@ class AbRun:
         cases = [s.case for s in self.states]
         check_gpus(cases, envmod.visible_gpu_count())
         check_data(cases)
-        self.shared_before = self.guard.before_run(cases)
+        self.shared_before = self.guard.before_run(cases, self.run_id)
         self.store.check_writable(self.machine, "comparisons")
         self.store.lock(self.machine, f"pid {os.getpid()}, A/B {self.run_id}, started {now_iso()}")
         try:
@@ -96,6 +96,7 @@ class AbRun:
             launch.discard_ahead()
             self.save()
             self.store.unlock()
+            self.guard.release()
         return self.comparison()
 
     def _run(self, case: Case, side: str, then: tuple[Case, str] | None) -> dict:

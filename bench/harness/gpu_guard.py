@@ -17,6 +17,8 @@ from pathlib import Path
 from ..core import sharing
 from ..core.case import Case
 from ..core.errors import BenchError
+from . import run_registry
+from .env import REPO_ROOT
 
 SHARED_FLAG = "--shared-gpu"
 SETTLE_S = 2.0
@@ -73,6 +75,7 @@ class GpuGuard:
         self.shared, self.nnodes = shared, nnodes
         self._nvml, self._handles = nvml, {}
         self.available = True
+        self.entry = None  # this run's file in the machine's registry of runs (harness/run_registry.py)
 
     # --- NVML ---------------------------------------------------------------------------------------
     def nvml(self):
@@ -134,12 +137,26 @@ class GpuGuard:
             raise GpuBusy(f"the GPUs are not this run's alone: {sharing.summary(found)}{done}; wait until it has "
                           f"ended, or pass {SHARED_FLAG} to measure beside it (every figure then marked shared)")
 
-    def before_run(self, cases: list[Case]) -> list[dict]:
-        """Before anything runs: processes, memory and a second of utilisation on every GPU the cases use."""
-        found = self.looks(max((local_gpus(c, self.nnodes) for c in cases), default=0), "before the run",
-                           IDLE_SAMPLES)
+    def before_run(self, cases: list[Case], run_id: str = "") -> list[dict]:
+        """Before anything runs: another run of the suite on these GPUs (harness/run_registry.py, which sees
+        one between its processes too), then processes, memory and a second of utilisation on every GPU the
+        cases use. Once accepted, this run registers itself until release()."""
+        count = max((local_gpus(c, self.nnodes) for c in cases), default=0)
+        if count <= 0 or self.nvml() is None:
+            return []
+        ids = visible_ids(min(count, self.nvml().nvmlDeviceGetCount()))
+        found = [sharing.sighting(ids.index(next(g for g in r["gpus"] if g in ids)), "before the run", now_iso(),
+                                  [{"pid": r["pid"], "command": f"run {r['run_id']} of this suite, in {r['checkout']}"}],
+                                  None) for r in run_registry.others(ids)]
+        found += self.looks(count, "before the run", IDLE_SAMPLES)
         self.refuse(found)
+        self.entry = run_registry.register(run_id, ids, str(REPO_ROOT))
         return found
+
+    def release(self) -> None:
+        """The run has ended: its entry in the machine's registry goes."""
+        run_registry.release(self.entry)
+        self.entry = None
 
     def settled(self, count: int, when: str, wait_s: float) -> list[dict]:
         """What is still there after up to `wait_s`: the context of a process of the run's that just

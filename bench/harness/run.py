@@ -68,7 +68,7 @@ class Run:
         (writable, with room) and its lock, so that no other run of the suite measures beside this one;
         GpuBusy or StoreError says why not."""
         if not self.begun:
-            seen = self.guard.before_run(cases)
+            seen = self.guard.before_run(cases, self.run_id)
             if seen:
                 self.manifest["gpu_shared_before_run"] = seen
         if self.stores and not self.begun:
@@ -159,6 +159,7 @@ class Run:
             self.save()
         finally:
             self.store.unlock()
+            self.guard.release()
 
     def __enter__(self) -> "Run":
         return self
