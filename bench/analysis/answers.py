@@ -8,12 +8,11 @@ A verdict comes from one of two kinds of evidence, both frozen when made:
 """
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass
 
 from ..core.identity import differing_fields
-from ..core.phrases import phrase, verdict_word
-from ..core.verdicts import CANNOT, FAILS, HOLDS, INCONCLUSIVE, reworded
+from ..core.phrases import phrase
+from ..core.verdicts import CANNOT, FAILS, HOLDS
 from ..store import query
 from . import claim_runs
 from . import claims as claimsmod
@@ -44,34 +43,10 @@ def from_experiment(m: dict, en: dict) -> Evidence | None:
     if not en.get("verdict"):
         return None
     n = len(en.get("pairs") or [])
-    effect = claim_runs.experiment_effect(en)
-    # why it stopped short of a decision (a run still measuring says nothing yet)
-    status = en.get("status")
-    detail = [] if status in ("decided", "measuring") else [stopped(en)]
-    verdict = reworded(en["verdict"], en.get("ci95_pct")) or en["verdict"]
-    if verdict == INCONCLUSIVE and en.get("more_pairs"):
-        detail.insert(0, phrase("more_pairs_detail", n=en["more_pairs"]))
-    if verdict != en["verdict"]:  # frozen under an older rule: its numbers kept, today's word beside its own
-        detail.append(phrase("reworded_detail", was=verdict_word(en["verdict"]), now=verdict_word(verdict)))
-    return Evidence(en["claim"], verdict, effect, phrase("pairs_basis", n=n), m.get("commit_folder", "?"),
-                    (m["run_id"],), m.get("finished_at") or m.get("started_at", ""),
-                    phrase("on_gpus", pair=pair_label(en), n=en["gpus"]), [d for d in detail if d] or "")
-
-
-STOPPED = ("budget spent", "rounds spent", "interrupted")
-"""How an experiment stops short of a decision, said in the reader's language (core/phrases.py)."""
-BUDGET_REASON = re.compile(r"the next round \(about (\S+)\) would pass the claims' budget of (\S+) \((\S+) spent\)")
-
-
-def stopped(en: dict):
-    """Why an experiment stopped short of a decision: a phrase where the suite said it (the budget's
-    figures read back from the stored sentence), else its stored reason (a failure's is data)."""
-    m = BUDGET_REASON.fullmatch(en.get("reason") or "")
-    if en.get("status") == "budget spent" and m:
-        return phrase("budget_next_round", next=m.group(1), budget=m.group(2), spent=m.group(3))
-    if en.get("status") in STOPPED:
-        return phrase(en["status"])
-    return en.get("reason") or en.get("status") or ""
+    verdict, notes = claim_runs.experiment_notes(en)
+    return Evidence(en["claim"], verdict, claim_runs.experiment_effect(en), phrase("pairs_basis", n=n),
+                    m.get("commit_folder", "?"), (m["run_id"],), m.get("finished_at") or m.get("started_at", ""),
+                    phrase("on_gpus", pair=pair_label(en), n=en["gpus"]), notes or "")
 
 
 def pair_label(en: dict) -> str:

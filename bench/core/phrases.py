@@ -24,10 +24,6 @@ TEMPLATES = {
         "unreliable_run": "run {run} is unreliable: {why}",
         "gpu_shared": "GPU shared while {which} ran ({seen}): not judged",
         "experiment": "{where}: {effect}, judged by {n} interleaved pair(s) of fresh processes in run {run}{more}",
-        "more_pairs": "; about {n} more pair(s) would decide it",
-        "stopped": "; stopped: {why}",
-        "reworded": "; judged `{was}` when measured, by the rule of that day (an interval above zero held however "
-                    "small); today's rule reads the same interval as `{now}`",
         "reworded_detail": "judged `{was}` when measured, by the rule of that day (an interval above zero held "
                            "however small); today's rule reads the same interval as `{now}`",
         "pairs_basis": "{n} pair(s)",
@@ -56,8 +52,8 @@ TEMPLATES = {
         "no_pair": "no stored pair",
         "run_sweep": "{why}; run the {sweep} sweep",
         "either": "{a} or {b}",
-        "concat": "{a}{b}",
         "both_names": "{a} and {b}",
+        "then": "; {notes}",
         "run_sweep_gpus": "{why}; run the {sweep} sweep on {n} or more GPUs",
         "no_allreduce_count": "no all-reduce count stored",
         "allreduces": "{where}: the article's loop ran {na} bucket all-reduces per optimizer step over {k} "
@@ -85,9 +81,6 @@ TEMPLATES = {
         "unreliable_run": "运行 {run} 不可靠：{why}",
         "gpu_shared": "{which} 运行时 GPU 被共享（{seen}）：不作判定",
         "experiment": "{where}：{effect}，由运行 {run} 中 {n} 对交错的新进程判定{more}",
-        "more_pairs": "；约再需 {n} 对即可判定",
-        "stopped": "；已停止：{why}",
-        "reworded": "；测量时按当时的规则判定为“{was}”（区间高于零即成立，无论多小）；按现行规则，同一区间为“{now}”",
         "reworded_detail": "测量时按当时的规则判定为“{was}”（区间高于零即成立，无论多小）；按现行规则，同一区间为“{now}”",
         "pairs_basis": "{n} 对",
         "own_intervals": "各自的区间",
@@ -112,8 +105,8 @@ TEMPLATES = {
         "no_pair": "没有已保存的配对",
         "run_sweep": "{why}；请运行 {sweep} 扫描",
         "either": "{a} 或 {b}",
-        "concat": "{a}{b}",
         "both_names": "{a} 和 {b}",
+        "then": "；{notes}",
         "run_sweep_gpus": "{why}；请在 {n} 个或更多 GPU 上运行 {sweep} 扫描",
         "no_allreduce_count": "未保存 all-reduce 次数",
         "allreduces": "{where}：文章的循环在 {k} 个微批次的每个优化器步中执行了 {na} 次桶 all-reduce；"
