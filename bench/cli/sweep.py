@@ -154,15 +154,15 @@ def command(a) -> int:
     budget = claims_budget(a, device)
     dist = dist_from_args(a)
     store = Store(a.results)
-    if device == "cuda":  # the fastest this machine knows: its own recommend winner, where it has one
-        folder = store.root / envmod.machine_slug(envmod.collect(software=False))
-        plans, said = with_recommend_winners(plans, query.load([folder])[0] if folder.is_dir() else [])
-        for line in said:
-            print(line)
-    if a.dry_run:
+    if device == "cuda" or a.dry_run:  # this machine's stored results: its recommend winners, its cases' times
         machine = envmod.machine_slug(envmod.collect(software=False))
         folder = store.root / machine
         stored = query.load([folder])[0] if folder.is_dir() else []
+    if device == "cuda":  # the fastest this machine knows: its own recommend winner, where it has one
+        plans, said = with_recommend_winners(plans, stored)
+        for line in said:
+            print(line)
+    if a.dry_run:
         found = experiments.find([c for _, cs in plans for c in cs]) if budget else []
         rounds = plan_table.ClaimRounds(len(found), frozenset(c.case_id for e in found for c in (e.before, e.after)),
                                         budget, MAX_ROUNDS)

@@ -107,12 +107,17 @@ def nccl_env() -> dict:
     return {k: v for k, v in sorted(os.environ.items()) if k.startswith("NCCL_")}
 
 
+def now_iso() -> str:
+    """Now, UTC, to the second: the time every run, record and sighting is stamped with."""
+    return datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")
+
+
 def collect(software: bool = True) -> dict:
     """Everything a result needs to say where it came from; `software` False leaves out the versions
     (they import torch), for a caller that adds them later."""
     env = {"hostname": socket.gethostname(), "cpu_model": cpu_model(), "cpu_cores": os.cpu_count(),
            "platform": platform.platform(),
-           "collected_at": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")}
+           "collected_at": now_iso()}
     env.update(gpu_info())
     if software:
         env.update(software_versions())

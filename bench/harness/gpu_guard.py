@@ -9,7 +9,6 @@ said `--shared-gpu`; then, and whenever something is seen after or during a proc
 result carries the sightings, and the record made of it says the GPU was shared."""
 from __future__ import annotations
 
-import datetime
 import os
 import time
 from pathlib import Path
@@ -18,7 +17,7 @@ from ..core import sharing
 from ..core.case import Case
 from ..core.errors import BenchError
 from . import run_registry
-from .env import REPO_ROOT
+from .env import REPO_ROOT, now_iso
 
 SHARED_FLAG = "--shared-gpu"
 SETTLE_S = 2.0
@@ -29,10 +28,6 @@ IDLE_SAMPLES, IDLE_INTERVAL_S = 10, 0.1  # utilisation before the run: a second 
 
 class GpuBusy(BenchError):
     """A GPU the run would use holds someone else's work; exit 2."""
-
-
-def now_iso() -> str:
-    return datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")
 
 
 def command_of(pid: int, proc: Path = Path("/proc")) -> str:
@@ -74,7 +69,6 @@ class GpuGuard:
     def __init__(self, shared: bool = False, nnodes: int = 1, nvml=None):
         self.shared, self.nnodes = shared, nnodes
         self._nvml, self._handles = nvml, {}
-        self.available = True
         self.entry = None  # this run's file in the machine's registry of runs (harness/run_registry.py)
 
     # --- NVML ---------------------------------------------------------------------------------------
@@ -84,7 +78,6 @@ class GpuGuard:
                 import pynvml
                 pynvml.nvmlInit()
             except Exception:  # no library or driver: nothing can be watched, and nothing runs on a GPU
-                self.available = False
                 return None
             self._nvml = pynvml
         return self._nvml
@@ -121,11 +114,15 @@ class GpuGuard:
             return None
         return sharing.sighting(gpu, when, now_iso(), procs, used, util)
 
+    def ids(self, count: int) -> list[str]:
+        """NVML ids of the first `count` GPUs this process may use, of those the machine has."""
+        return visible_ids(min(count, self.nvml().nvmlDeviceGetCount()))
+
     def looks(self, count: int, when: str, util_samples: int = 0) -> list[dict]:
         if count <= 0 or self.nvml() is None:
             return []
         found = []
-        for gpu, ident in enumerate(visible_ids(min(count, self.nvml().nvmlDeviceGetCount()))):
+        for gpu, ident in enumerate(self.ids(count)):
             s = self.look(gpu, ident, when, util_samples)
             if s:
                 found.append(s)
@@ -144,7 +141,7 @@ class GpuGuard:
         count = max((local_gpus(c, self.nnodes) for c in cases), default=0)
         if count <= 0 or self.nvml() is None:
             return []
-        ids = visible_ids(min(count, self.nvml().nvmlDeviceGetCount()))
+        ids = self.ids(count)
         found = [sharing.sighting(ids.index(next(g for g in r["gpus"] if g in ids)), "before the run", now_iso(),
                                   [{"pid": r["pid"], "command": f"run {r['run_id']} of this suite, in {r['checkout']}"}],
                                   None) for r in run_registry.others(ids)]

@@ -2,7 +2,6 @@
 after another, each stored as soon as it exists."""
 from __future__ import annotations
 
-import datetime
 import os
 import sys
 import time
@@ -14,6 +13,7 @@ from ..core.labels import duration
 from ..store import query
 from ..store.tree import Store, commit_folder, new_run_id, save_fallback
 from . import env as envmod
+from .env import now_iso
 from . import launch, records
 from .checks import check_data, check_gpus, check_models, check_nodes
 from .dist import DistArgs
@@ -167,10 +167,6 @@ class Run:
     def __exit__(self, kind, error, trace) -> None:
         """A run that ends by an exception (Ctrl-C, a signal, a refusal) is kept as interrupted."""
         self.finish(interrupted=kind is not None)
-
-
-def now_iso() -> str:
-    return datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")
 
 
 def run_cases(run: Run, cases: list[Case], sweep: str, resume: bool = False, measured: dict | None = None,

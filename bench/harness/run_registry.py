@@ -12,6 +12,7 @@ import tempfile
 from pathlib import Path
 
 from ..core import untrusted
+from ..core.procfs import stat_fields
 
 FOLDER_NAME = "gpu-bench-runs"
 
@@ -23,8 +24,7 @@ def folder() -> Path:
 def start_ticks(pid: int) -> int | None:
     """When the process started (clock ticks since boot), so a reused pid is not taken for the run."""
     try:
-        raw = Path(f"/proc/{pid}/stat").read_text()
-        return int(raw[raw.rindex(")") + 2:].split()[19])
+        return int(stat_fields(Path(f"/proc/{pid}/stat").read_text())[19])  # proc(5)'s field 22, starttime
     except (OSError, ValueError, IndexError):
         return None
 
@@ -70,7 +70,8 @@ def others(gpus: list[str]) -> list[dict]:
             continue
         if e["pid"] == os.getpid() or not set(map(str, e["gpus"])) & set(gpus):
             continue
-        if start_ticks(e["pid"]) is None or start_ticks(e["pid"]) != e.get("start_ticks"):
+        started = start_ticks(e["pid"])
+        if started is None or started != e.get("start_ticks"):
             continue  # ended without removing its entry (killed), or its pid now names another process
         found.append({"pid": e["pid"], "run_id": str(e.get("run_id", ""))[:60],
                       "checkout": str(e.get("checkout", ""))[:200], "gpus": [str(g) for g in e["gpus"]]})

@@ -7,6 +7,8 @@ import os
 import socket
 from pathlib import Path
 
+from ..core.procfs import stat_fields
+
 # the first eight columns of the "cpu" line, in clock ticks summed over every core; guest time is
 # already inside user and nice, so it is not counted twice
 FIELDS = ("user", "nice", "system", "idle", "iowait", "irq", "softirq", "steal")
@@ -63,7 +65,7 @@ def own_ticks(root_pid: int | None = None, proc: Path = Path("/proc")) -> int | 
             raw = (entry / "stat").read_text()
         except OSError:
             continue  # gone since the listing
-        fields = raw[raw.rindex(")") + 2:].split()  # after the command name, which may hold spaces
+        fields = stat_fields(raw)
         pid, ppid = int(entry.name), int(fields[1])
         table[pid] = fields
         children.setdefault(ppid, []).append(pid)
