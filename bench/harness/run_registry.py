@@ -18,6 +18,8 @@ FOLDER_NAME = "gpu-bench-runs"
 
 
 def folder() -> Path:
+    """<temporary directory>/gpu-bench-runs, shared by every user of the machine; BENCH_RUN_REGISTRY names
+    another (the test suite keeps its own)."""
     return Path(os.environ.get("BENCH_RUN_REGISTRY") or Path(tempfile.gettempdir()) / FOLDER_NAME)
 
 
