@@ -38,9 +38,13 @@ BENCH_ARGS ?=
 
 BUDGET ?= 10m
 
-.PHONY: bench test report compare ab env setup recommend
+.PHONY: bench test report compare ab env setup recommend feed
 bench: $(SETUP)
 	$(PYTHON) -m bench sweep $(SWEEP) $(if $(GPUS),--gpus $(GPUS)) $(if $(DATA),--data $(DATA)) $(if $(MODEL),--model $(MODEL)) $(BENCH_ARGS)
+
+# can this host feed GPUS GPUs? its input pipelines alone at 1, 2, 4 ... GPUS ranks (FEED_ARGS: --cold, --per-gpu N)
+feed: $(SETUP)
+	$(PYTHON) -m bench feed $(if $(GPUS),--gpus $(GPUS)) $(if $(DATA),--data $(DATA)) $(if $(MODEL),--model $(MODEL)) $(FEED_ARGS)
 
 test: $(SETUP)
 	$(PYTHON) -m pytest -q tests

@@ -4,7 +4,8 @@ from __future__ import annotations
 from pathlib import Path
 
 from ..data.folder import scan
-from ..data.generate import make_dataset
+from ..core.errors import DataError
+from ..data.generate import make_dataset, make_dataset_of_size
 
 
 def add(sub) -> None:
@@ -13,7 +14,10 @@ def add(sub) -> None:
                                    "Exit 0; 2 for a folder that cannot be used.")
     dsub = d.add_subparsers(dest="action", required=True, help="make: write JPEGs; check: count a folder's usable ones")
     mk = dsub.add_parser("make", help="write N JPEGs in C class folders (deterministic, resumable)")
-    mk.add_argument("--images", type=int, required=True, help="how many JPEGs")
+    size = mk.add_mutually_exclusive_group(required=True)
+    size.add_argument("--images", type=int, help="how many JPEGs")
+    size.add_argument("--gib", type=float, help="at least this many GiB of JPEGs (a set larger than the host's memory "
+                                                "keeps warm reads honest; 100 classes unless --classes)")
     mk.add_argument("--classes", type=int, default=None,
                     help="class folders (default: about ten images each, at most 100)")
     mk.add_argument("--out", required=True, help="the folder to write (class_NNNN/img_NNNNNNNN.jpg under it)")
@@ -25,7 +29,11 @@ def add(sub) -> None:
 
 
 def command(a) -> int:
-    if a.action == "make":
+    if a.action == "make" and a.gib is not None:
+        if not a.gib > 0:
+            raise DataError(f"--gib={a.gib} must be a positive size in GiB")
+        make_dataset_of_size(Path(a.out), int(a.gib * 2**30), a.classes, a.seed, a.workers)
+    elif a.action == "make":
         make_dataset(Path(a.out), a.images, a.classes, a.seed, a.workers)
     else:
         folder = scan(a.dir)

@@ -10,10 +10,10 @@ import sys
 
 from ..core.errors import BenchError
 from ..harness.signals import Stopped, terminate_as_interrupt
-from . import ab, claims, compare, data, env, history, models, recommend, report, run, sweep
+from . import ab, claims, compare, data, env, feed, history, models, recommend, report, run, sweep
 from .flags import state_defaults
 
-COMMANDS = (run, sweep, report, data, compare, ab, history, claims, recommend, env, models)
+COMMANDS = (run, sweep, feed, report, data, compare, ab, history, claims, recommend, env, models)
 
 
 def parser() -> argparse.ArgumentParser:

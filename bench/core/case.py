@@ -105,6 +105,10 @@ class Case:
     """torch DataLoader: batches prefetched per worker (needs num_workers > 0)."""
     loader_only: bool = False
     """Measure the input pipeline alone (no model): the images/s it can deliver."""
+    cold_reads: bool = False
+    """Empty the page cache of the data folder's files (posix_fadvise DONTNEED, no root needed) before each
+    measured window, so the window's first reads of each file come from storage (DALI's reader then reads
+    files rather than mapping them: pages a reader keeps mapped stay cached); needs a real loader."""
     dali_device: str = "mixed"
     """DALI decode placement: `mixed` (GPU decode) or `cpu`."""
     hw_decoder_load: float = AUTO

@@ -40,6 +40,8 @@ def describe(case: dict) -> str:
     if case["loader"] == "torch":
         loader += f"/w{_threads(case['num_workers'])}" + ("/pin" if case["pin_memory"] else "")
     parts.append(loader + (" (loader only)" if case.get("loader_only") else ""))
+    if case.get("cold_reads"):
+        parts.append("cold reads (page cache emptied before each window)")
     if case.get("accumulation_steps", 1) > 1:
         parts.append(f"accumulate {case['accumulation_steps']} ({case['accumulation_mode']})")
     return ", ".join(parts)

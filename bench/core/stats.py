@@ -55,7 +55,7 @@ def merge_ranks(ranks: list[dict], gpus: int) -> dict:
     wait_pct = [100.0 * sum(r["data_wait_s"]) / sum(r["windows_s"]) for r in ranks]
     stall_pct = [100.0 * sum(r["input_stall_s"]) / sum(r["windows_s"]) for r in ranks if r.get("input_stall_s") is not None]
     return {
-        **_host_cpu(ranks),
+        **_host_cpu(ranks), **_storage(ranks, sum(slowest_s)),
         "host_cpu_outside_pct": host_outside_pct(ranks),
         "input_stall_pct": max(stall_pct) if stall_pct else None,
         "input_stall_pct_per_rank": stall_pct or None,
@@ -81,6 +81,15 @@ def _host_cpu(ranks: list[dict]) -> dict:
         values = [r[key] for r in ranks if r.get(key) is not None]
         out[key] = max(values) if values else None
     return out
+
+
+def _storage(ranks: list[dict], seconds: float) -> dict:
+    """What the ranks' processes fetched from storage over their spans, per second of the windows (None
+    where a rank's kernel kept no count)."""
+    read = [r.get("storage_read_bytes") for r in ranks]
+    if not read or any(b is None for b in read) or seconds <= 0:
+        return {"storage_read_mb_per_s": None}
+    return {"storage_read_mb_per_s": sum(read) / seconds / 1e6}
 
 
 def scaling_efficiency(images_per_s: float, gpus: int, one_gpu_images_per_s: float) -> float:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
+import math
 import os
 import signal
 import time
@@ -127,3 +128,17 @@ def make_dataset(out: Path, images: int, classes: int | None = None, seed: int =
     echo(f"{images} JPEGs in {classes} classes under {out}: mean {summary['mean_bytes'] / 1000:.1f} KB, "
          f"{took:.1f} s on {workers} worker(s)")
     return summary
+
+
+def make_dataset_of_size(out: Path, target_bytes: int, classes: int | None = None, seed: int = 0,
+                         workers: int | None = None, echo=print) -> dict:
+    """A set of at least `target_bytes` (larger than a host's memory, so warm reads cannot all come from
+    its page cache): as many images as the mean size asks, more where the mean fell short."""
+    classes = classes or 100  # fixed from the start: a resumed set keeps every file in its class folder
+    images = max(classes, math.ceil(target_bytes / 100_000))
+    while True:
+        summary = make_dataset(out, images, classes, seed, workers, echo)
+        total = summary["mean_bytes"] * images
+        if total >= target_bytes:
+            return {**summary, "bytes": total}
+        images = math.ceil(images * target_bytes / total) + 1

@@ -4,12 +4,12 @@ decided verdict across all the machine's commits, newest evidence first. Lines w
 from __future__ import annotations
 
 from ..analysis import answers as answersmod
-from ..analysis import targets
-from ..core import phrases, stats, verdicts
+from ..analysis import feed, targets
+from ..core import phrases, stats, untrusted, verdicts
 from ..core.labels import describe, noise
 from ..store import query
 from ..store.record import Record
-from . import i18n
+from . import feed_text, i18n
 from .text import fmt, marked, table, wrap
 
 PUBLISHED = {1: (183.2, None), 2: (312.7, 347.5), 4: (498.4, 698.3)}
@@ -121,6 +121,18 @@ def claim_rows(found: list[answersmod.Answer], lang: str = "en") -> tuple[str, l
     return table(rows, i18n.t(lang, "a_claim_cols")), notes
 
 
+def feed_lines(records: list[Record], lang: str = "en") -> list[str]:
+    """The newest feed run's answer (bench feed): how many GPUs this host feeds with each loader, judged by the
+    pace its run kept; nothing where no feed ran here."""
+    mine = feed.latest_feed(records)
+    if not mine:
+        return []
+    kept = (query.run_manifests(mine).get(mine[0].run_id) or {}).get("feed_pace") or {}
+    gpu = untrusted.clean(str(kept.get("gpu") or "GPU"))
+    said = feed_text.answers(lang, feed.ladders(mine, kept.get("images_per_s")), gpu)
+    return [i18n.t(lang, "feed_answer", run=mine[0].run_id)] + [ln for a in said for ln in wrap("- " + a)] + [""]
+
+
 def machine_answers(machine: str, records: list[Record], models: list[str] | None = None, lang: str = "en") -> str:
     """One machine's answers, about one screen for each model it trained: the seed table (the article's
     ResNet-50 experiment), then per model its best configuration and which of the articles' advice holds.
@@ -128,7 +140,7 @@ def machine_answers(machine: str, records: list[Record], models: list[str] | Non
     where its answers are."""
     commits = len({r.commit for r in records})
     out = [i18n.t(lang, "a_title", machine=machine, commits=commits), ""]
-    out += seed_lines(records, lang) + [""]
+    out += seed_lines(records, lang) + [""] + feed_lines(records, lang)
     per_model = answersmod.by_model(records)
     others = [m for m, _ in per_model if models is not None and m not in models]
     per_model = [(m, mine) for m, mine in per_model if m not in others]

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import re
 
+from .i18n_feed import FEED_TEXT
+
 TEXT = {
     "en": {
         "group": "{machine}, commit {commit}",
@@ -225,6 +227,10 @@ def claim_source(lang: str, claim) -> str:
         return claim.source
     text = re.sub(r"article (\d+)", r"文章 \1", claim.source)
     return re.sub(r", section ([\d.]+)", r"，第 \1 节", text).replace(", closing section", "，结尾一节")
+
+
+for _lang, _words in FEED_TEXT.items():
+    TEXT[_lang].update(_words)
 
 
 def t(lang: str, key: str, **values) -> str:

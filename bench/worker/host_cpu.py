@@ -7,7 +7,7 @@ import os
 import socket
 from pathlib import Path
 
-from ..core.procfs import stat_fields
+from ..core import procfs
 
 # the first eight columns of the "cpu" line, in clock ticks summed over every core; guest time is
 # already inside user and nice, so it is not counted twice
@@ -57,29 +57,13 @@ def own_ticks(root_pid: int | None = None, proc: Path = Path("/proc")) -> int | 
     the children it has reaped: the run's own share of the host (a torch DataLoader's workers are
     child processes, DALI's threads live inside it). None where /proc cannot say."""
     root_pid = root_pid or os.getpid()
-    table, children = {}, {}
-    for entry in proc.iterdir():
-        if not entry.name.isdigit():
-            continue
-        try:
-            raw = (entry / "stat").read_text()
-        except OSError:
-            continue  # gone since the listing
-        fields = stat_fields(raw)
-        pid, ppid = int(entry.name), int(fields[1])
-        table[pid] = fields
-        children.setdefault(ppid, []).append(pid)
-    if root_pid not in table:
+    table = procfs.process_table(proc)
+    pids = procfs.tree(root_pid, table)
+    if not pids:
         return None
-    total, todo = 0, [root_pid]
-    while todo:
-        pid = todo.pop()
-        f = table[pid]
-        total += int(f[11]) + int(f[12])  # utime, stime
-        if pid == root_pid:
-            total += int(f[13]) + int(f[14])  # cutime, cstime: children already reaped
-        todo += children.get(pid, [])
-    return total
+    f = table[root_pid]
+    # utime and stime of each; cutime and cstime of the root: its children already reaped
+    return sum(int(table[p][11]) + int(table[p][12]) for p in pids) + int(f[13]) + int(f[14])
 
 
 def span_ticks(before: dict | None, after: dict | None, own_before: int | None, own_after: int | None) -> dict:

@@ -13,7 +13,7 @@ import torch.distributed as dist
 from ..core.case import Case
 from ..core.case_checks import CUDA_CONNECTIONS_VAR
 from ..core.labels import CUDA_GRAPH_MODES
-from . import extra_windows, loaders
+from . import extra_windows, loaders, storage
 from .context import RankContext, synchronize
 from .dtype_check import (LabelMismatch, check_compile_wrapper, check_input_channels, check_kernel_choice, check_label,
                           compiled_dtypes, compute_dtypes)
@@ -61,6 +61,8 @@ def measure(case: Case, ctx: RankContext) -> dict:
     if hasattr(loader, "input_wait_s") and not case.loader_only:
         trainer.input_wait_clock = lambda: loader.input_wait_s
     batches = iter(loader)
+    files = getattr(loader, "files", None)  # a real loader's JPEGs
+    evict = (lambda: storage.evict(files)) if case.cold_reads else None
     per_step_images = case.process_batch * case.accumulation_steps
     try:
         timer = StepTimer(ctx)
@@ -110,7 +112,7 @@ def measure(case: Case, ctx: RankContext) -> dict:
         pause_s = step_estimate_s * slowdown_pct / 100.0
         scale_before = loss_scale(trainer)
         mark("span_start")
-        span = timed_span(trainer, batches, timer, steps, case.repeats, sampler, pause_s)
+        span = timed_span(trainer, batches, timer, steps, case.repeats, sampler, pause_s, evict)
         mark("span_end")
         scale_after = loss_scale(trainer)
         check_training(scale_before, scale_after, steps * case.repeats)
@@ -137,6 +139,7 @@ def measure(case: Case, ctx: RankContext) -> dict:
             **scaler_facts(scale_before, scale_after),
             "gpu_samples": sampler.summary() if sampler else {}, **extra,
             **peak_memory(ctx), **trainer.strategy.facts(), **loader.facts(), **compile_facts, **input_facts, **queues,
+            **(storage.data_facts(files) if files else {}),
         }
     finally:
         loader.close()

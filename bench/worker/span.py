@@ -5,18 +5,20 @@ import time
 
 import torch.distributed as dist
 
-from . import host_cpu
+from . import host_cpu, storage
 from .context import synchronize
 from .heartbeat import heartbeat
 from .timing import StepTimer, split
 
 
 def timed_span(trainer, batches, timer: StepTimer, steps: int, windows: int, sampler=None,
-               pause_s: float = 0.0) -> dict:
+               pause_s: float = 0.0, before_window=None) -> dict:
     """`windows` measured windows of `steps` steps each, run back to back as one span: every rank
     opens it together and it is device-synchronised at both edges only, so no pause between windows
     lets a loader refill its queue. Each window's seconds are the sum of its steps' times (CUDA events
-    on a GPU), and its data wait and input stall are its own steps'."""
+    on a GPU), and its data wait and input stall are its own steps'. `before_window` (cold reads: the
+    page cache emptied) runs before each window, outside every window's time; the bytes the rank's
+    processes fetched from storage over the span are counted either way."""
     if dist.is_initialized():
         dist.barrier()
     probe = trainer.input_probe
@@ -28,9 +30,15 @@ def timed_span(trainer, batches, timer: StepTimer, steps: int, windows: int, sam
     # the host's counters at the host's window edges: a real loader works on the host, so that is
     # where its pace is set (one small file read per window)
     cpu, own = [host_cpu.read()], [host_cpu.own_ticks()]
+    read_before, evict_s = storage.tree_read_bytes(), 0.0
+    if before_window:
+        evict_s += before_window()
     timer.start()
     for w in range(windows):
         phase = f"window {w + 1} of {windows}"
+        if before_window and w:
+            evict_s += before_window()
+            timer.rebase()  # the eviction is no step's time
         for step in range(steps):
             heartbeat.beat(phase, step)
             waits.append(trainer.step(batches))
@@ -41,6 +49,7 @@ def timed_span(trainer, batches, timer: StepTimer, steps: int, windows: int, sam
         cpu.append(host_cpu.read())
     span_s, step_times = timer.stop()
     own.append(host_cpu.own_ticks())
+    read_after = storage.tree_read_bytes()
     stalls = probe.stop() if probe else None
     if sampler:
         sampler.stop()
@@ -49,7 +58,9 @@ def timed_span(trainer, batches, timer: StepTimer, steps: int, windows: int, sam
     return {"windows_s": [sum(c) for c in step_chunks], "step_times_s": step_chunks, "span_s": span_s,
             "data_wait_s": [sum(c) for c in split(waits, steps, windows)],
             "input_stall_s": [sum(c) for c in split(stalls, steps * fetches_per_step, windows)] if probe else None,
-            **host_cpu.over_windows(cpu), **host_cpu.span_ticks(cpu[0], cpu[-1], own[0], own[-1])}
+            **host_cpu.over_windows(cpu), **host_cpu.span_ticks(cpu[0], cpu[-1], own[0], own[-1]),
+            "storage_read_bytes": None if read_before is None or read_after is None else read_after - read_before,
+            **({"cold_evict_s": evict_s} if before_window else {})}
 
 
 def timed_window(trainer, batches, timer: StepTimer, steps: int) -> float:

@@ -35,6 +35,13 @@ class StepTimer:
         else:
             self.marks.append(time.perf_counter())
 
+    def rebase(self) -> None:
+        """Move the last mark to now: what ran since (outside the windows' work) is no step's time."""
+        if self.cuda:
+            self.events[-1] = self._event()
+        else:
+            self.marks[-1] = time.perf_counter()
+
     def stop(self) -> tuple[float, list[float]]:
         """Return the span in seconds (host clock, synchronised at both edges) and each step's seconds."""
         synchronize(self.ctx)

@@ -91,7 +91,9 @@ def _pipeline(case, ctx, files, labels, batch, share, decode_device=None, thread
     def pipe():
         jpegs, lab = fn.readers.file(files=files, labels=labels, shard_id=ctx.rank if case.strategy == "ddp" else 0,
                                      num_shards=ctx.world_size if case.strategy == "ddp" else 1,
-                                     random_shuffle=True, name="Reader")
+                                     random_shuffle=True, name="Reader",
+                                     # cold reads: plain reads, since pages a reader keeps mapped stay cached
+                                     dont_use_mmap=case.cold_reads)
         decode_kw = {"hw_decoder_load": share} if decode_device == "mixed" else {}
         if case.dali_crop == "decoder":  # the decoder reads only the random crop's region of each JPEG
             images = fn.decoders.image_random_crop(jpegs, device=decode_device, output_type=types.RGB,

@@ -63,6 +63,7 @@ class TorchLoader:
         folder = data.scan(case.data_dir)
         data.check_size(folder, case)
         self.dataset = JpegFolder(folder, case.image_size)
+        self.files = folder.files
         if case.strategy == "ddp":
             per_epoch = DistributedSampler(self.dataset, num_replicas=ctx.world_size, rank=ctx.rank,
                                            shuffle=True, seed=case.seed, drop_last=True)

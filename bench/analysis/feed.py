@@ -1,0 +1,133 @@
+"""Can this host feed N GPUs? Each loader's ladder of feed records (R loader ranks at once, no model)
+set against what one GPU of a kind consumes: the largest R it delivers R times that at full speed, and
+what stops it at the next R (the host's CPUs, its storage, its memory, or the loader's own settings)."""
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+
+from ..core.feed_cases import FEED_LOADERS
+from ..store import query
+
+FEED_SWEEP = "feed"
+CPU_FULL_PCT = 90.0
+"""Host CPU busy over the windows at or above which the cores, not the loader, set the pace."""
+
+
+@dataclass
+class Rung:
+    ranks: int
+    record: query.Record
+    need: float | None
+    verdict: str
+    """`feeds` (the interval wholly at or above R x per GPU), `short` (wholly below), `within noise`,
+    `no interval` (one process), `failed` (stored with its reason), `no pace` (nothing to judge by)."""
+
+
+@dataclass
+class Ladder:
+    loader: str
+    cold: bool
+    rungs: list[Rung] = field(default_factory=list)
+    largest: int = 0
+    decided: bool = True
+    """False where the first rung not fed was within noise: `largest` may be one rung short."""
+    stop: dict = field(default_factory=dict)
+    """What stopped it at the next R: {"kind": cpu|storage|memory|loader|failed|none, ...figures}."""
+    fits_in_memory: bool = False
+
+
+def loader_of(case: dict) -> str:
+    return case["loader"] if case["loader"] == "torch" else f"dali-{case['dali_device']}"
+
+
+def gpu_key(name: str) -> str:
+    """A GPU model's name as its machine folders spell it (`NVIDIA H100 80GB HBM3`: nvidia-h100-80gb-hbm3)."""
+    return re.sub(r"[^a-z0-9]+", "-", name.lower()).strip("-")
+
+
+def per_gpu_figure(records: list[query.Record], gpu_name: str, model: str) -> tuple[float, query.Record] | None:
+    """The fastest one-GPU figure of `model` stored for a GPU of the model `gpu_name` (any machine with
+    one, any commit): the pace one such GPU consumes images at."""
+    best, key = None, gpu_key(gpu_name)
+    for r in records:
+        stored = (r.data.get("env") or {}).get("gpu_model") or ""
+        if (r.ok and r.current and r.case["device"] == "cuda" and r.case["gpus"] == 1 and r.case["model"] == model
+                and not r.case.get("loader_only") and not r.slowed_pct and not r.gpu_shared
+                and stored and gpu_key(stored) == key and (best is None or r.images_per_s > best.images_per_s)):
+            best = r
+    return (best.images_per_s, best) if best else None
+
+
+def verdict(r: query.Record, need: float | None) -> str:
+    if not r.ok:
+        return "failed"
+    if need is None:
+        return "no pace"
+    if not r.ci95:  # one process of a real loader: no interval to judge by (harness/records.floor_for)
+        return "no interval"
+    lo, hi = r.ci95
+    return "feeds" if lo >= need else "short" if hi < need else "within noise"
+
+
+def ladders(feed: list[query.Record], per_gpu: float | None) -> list[Ladder]:
+    """One ladder per loader and reading (warm, cold), R rising, from the latest record of each case."""
+    found: dict = {}
+    for r in query.latest(feed):
+        c = r.case
+        found.setdefault((loader_of(c), bool(c.get("cold_reads"))), []).append(r)
+    out = []
+    order = {name: i for i, name in enumerate(FEED_LOADERS)}
+    for (loader, cold), recs in sorted(found.items(), key=lambda kv: (order.get(kv[0][0], 9), kv[0][1])):
+        ladder = Ladder(loader, cold)
+        for r in sorted(recs, key=lambda r: r.case["gpus"]):
+            need = per_gpu * r.case["gpus"] if per_gpu else None
+            ladder.rungs.append(Rung(r.case["gpus"], r, need, verdict(r, need)))
+        out.append(ladder)
+    for ladder in out:
+        judge(ladder, {(l.loader, l.cold): l for l in out})
+    return out
+
+
+def judge(ladder: Ladder, every: dict) -> None:
+    """The largest R fed (every R below it fed too), and what stops the next one."""
+    first = next((g for g in ladder.rungs if g.verdict != "feeds"), None)
+    fed = [g for g in ladder.rungs if g.verdict == "feeds" and (first is None or g.ranks < first.ranks)]
+    ladder.largest = fed[-1].ranks if fed else 0
+    ladder.decided = first is None or first.verdict not in ("within noise", "no interval")
+    data = next((g.record.data["ranks"][0] for g in ladder.rungs if g.record.ok and g.record.data.get("ranks")), {})
+    size, memory = data.get("data_set_bytes"), data.get("host_memory_bytes")
+    ladder.fits_in_memory = bool(size and memory and size < memory)
+    if first is None or first.verdict == "no pace":
+        ladder.stop = {"kind": "none"}
+        return
+    ladder.stop = stop_reason(first, every.get((ladder.loader, False)) if ladder.cold else None)
+
+
+def stop_reason(rung: Rung, warm: Ladder | None) -> dict:
+    r = rung.record
+    m = r.metrics
+    facts = {"ranks": rung.ranks, "images_per_s": r.images_per_s, "need": rung.need,
+             "busy_pct": m.get("host_cpu_busy_pct"), "read_mb_per_s": m.get("storage_read_mb_per_s"),
+             "threads": (r.data.get("ranks") or [{}])[0].get("loader_threads")}
+    if not r.ok:
+        memory = r.status == "oom" or "memory" in (r.data.get("reason") or "").lower()
+        return {"kind": "memory" if memory else "failed", "reason": r.data.get("reason") or r.status, **facts}
+    same = next((g for g in warm.rungs if g.ranks == rung.ranks and g.record.ok), None) if warm else None
+    if same:
+        lo_warm = (same.record.ci95 or [same.record.images_per_s])[0]
+        hi_cold = (r.ci95 or [None, r.images_per_s])[-1]
+        if hi_cold < lo_warm:
+            return {"kind": "storage", "warm_images_per_s": same.record.images_per_s, **facts}
+    if facts["busy_pct"] is not None and facts["busy_pct"] >= CPU_FULL_PCT:
+        return {"kind": "cpu", **facts}
+    return {"kind": "loader", **facts}
+
+
+def latest_feed(records: list[query.Record]) -> list[query.Record]:
+    """The newest feed run's records of a machine (its ladders are read together)."""
+    feed = [r for r in records if r.sweep == FEED_SWEEP and r.case.get("loader_only")]
+    if not feed:
+        return []
+    newest = max(feed, key=lambda r: r.started_at).run_id
+    return [r for r in feed if r.run_id == newest]

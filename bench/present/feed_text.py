@@ -1,0 +1,82 @@
+"""`bench feed`'s page: the answer (the largest N each loader feeds, what stops the next), the ladder's
+table, and the answer again; every figure is the input side alone, and says so."""
+from __future__ import annotations
+
+from ..analysis.feed import Ladder
+from ..core import untrusted
+from ..core.labels import describe
+from .i18n import t
+from .text import fmt, table, wrap
+
+
+def pace_line(lang: str, gpu: str, model: str, per_gpu: float | None, source) -> str:
+    """What one GPU consumes, and where that figure came from (a stored record, or --per-gpu)."""
+    if per_gpu is None:
+        return t(lang, "feed_no_pace", model=model, gpu=gpu)
+    if source is None:
+        where = t(lang, "feed_pace_flag")
+    else:
+        where = t(lang, "feed_pace_stored", label=describe(source.case), run=source.run_id, machine=source.machine)
+    return t(lang, "feed_pace", gpu=gpu, model=model, ips=fmt(per_gpu), source=where)
+
+
+def answer_line(lang: str, ladder: Ladder, gpu: str) -> str:
+    """One loader's answer: the largest N fed at full speed, then what stops the next R."""
+    words = {"loader": t(lang, "feed_loaders")[ladder.loader], "reads": t(lang, "feed_reads")[ladder.cold], "gpu": gpu}
+    fed = next((g for g in ladder.rungs if g.ranks == ladder.largest), None)
+    top = ladder.rungs[-1]
+    if ladder.stop.get("kind") == "none" and top.need is None:
+        best = max((g.record.images_per_s or 0 for g in ladder.rungs), default=0)
+        return t(lang, "feed_unjudged", r=top.ranks, ips=fmt(best), **words)
+    if fed is None:
+        first = ladder.rungs[0]
+        key = "feed_none" if ladder.decided else "feed_undecided"
+        return t(lang, key, ips=fmt(first.record.images_per_s), need=fmt(first.need), **words) + (
+            stop_text(lang, ladder) if ladder.decided else "")
+    else:
+        key = "feed_fed_all" if ladder.stop.get("kind") == "none" else "feed_fed"
+        text = t(lang, key, r=fed.ranks, ips=fmt(fed.record.images_per_s), need=fmt(fed.need), **words)
+    return text + stop_text(lang, ladder)
+
+
+def stop_text(lang: str, ladder: Ladder) -> str:
+    s = ladder.stop
+    if s.get("kind") in (None, "none"):
+        return ""
+    if not ladder.decided:
+        return t(lang, "feed_noise", r=s["ranks"], ips=fmt(s.get("images_per_s")), need=fmt(s.get("need")))
+    pct = "-" if s.get("busy_pct") is None else f"{s['busy_pct']:.0f}"
+    return t(lang, f"stop_{s['kind']}", r=s["ranks"], busy=pct, ips=fmt(s.get("images_per_s")), need=fmt(s.get("need")),
+             read=fmt(s.get("read_mb_per_s")), warm=fmt(s.get("warm_images_per_s")),
+             threads=s.get("threads") or "-", reason=untrusted.clean(str(s.get("reason", "")))[:160])
+
+
+def rows(lang: str, ladders: list[Ladder]) -> list[list[str]]:
+    out = []
+    for ladder in ladders:
+        for g in ladder.rungs:
+            r, m = g.record, g.record.metrics
+            ci = r.ci95
+            threads = (r.data.get("ranks") or [{}])[0].get("loader_threads")
+            out.append([t(lang, "feed_loaders")[ladder.loader], t(lang, "feed_reads")[ladder.cold], str(g.ranks),
+                        fmt(r.images_per_s) if r.ok else r.status, f"{fmt(ci[0])} - {fmt(ci[1])}" if ci else "-",
+                        fmt(r.images_per_s / g.ranks) if r.ok else "-", fmt(g.need),
+                        t(lang, "feed_verdicts")[g.verdict], fmt(m.get("host_cpu_busy_pct")),
+                        fmt(m.get("storage_read_mb_per_s")), str(threads) if threads is not None else "-"])
+    return out
+
+
+def answers(lang: str, ladders: list[Ladder], gpu: str) -> list[str]:
+    lines = [answer_line(lang, ladder, gpu) for ladder in ladders]
+    if any(not ladder.cold and ladder.fits_in_memory for ladder in ladders):
+        d = next(g.record.data["ranks"][0] for ladder in ladders for g in ladder.rungs if g.record.data.get("ranks"))
+        lines.append(t(lang, "feed_fits", size=f"{d['data_set_bytes'] / 1e9:.2g}", memory=f"{d['host_memory_bytes'] / 1e9:.0f}"))
+    return lines
+
+
+def render(lang: str, ladders: list[Ladder], n: int, gpu: str, model: str, per_gpu: float | None, source) -> str:
+    """The answer first, the table, the answer again last: what a user scrolls to either end for."""
+    head = [t(lang, "feed_title", n=n, gpu=gpu), pace_line(lang, gpu, model, per_gpu, source)]
+    said = [ln for a in answers(lang, ladders, gpu) for ln in wrap("- " + a)]
+    body = table(rows(lang, ladders), t(lang, "feed_cols"))
+    return "\n".join([*head, *said, "", body, "", *head[:1], *said])

@@ -1,0 +1,176 @@
+"""`bench feed`: R loader ranks at once on this host, no model, warm and cold, judged against what one GPU
+consumes; refusals before any work; the answer in the machine's answers, in English and in Chinese."""
+import contextlib
+import copy
+import io
+import os
+from pathlib import Path
+
+import pytest
+
+from bench.analysis import feed
+from bench.cli import feed as feed_cli
+from bench.cli.main import main
+from bench.data import generate
+from bench.present import answers_text, feed_text
+from bench.store import query
+from conftest import ROOT
+from test_chinese import english_left
+
+H100 = "NVIDIA H100 80GB HBM3"
+TINY = ["--batch-size", "4", "--image-size", "32", "--window-s", "0.1", "--windows", "2"]
+
+
+def bench(*argv) -> tuple[int, str]:
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(out):
+        code = main(list(argv))
+    return code, out.getvalue()
+
+
+@pytest.fixture(scope="module")
+def fed(tmp_path_factory):
+    """One feed run on tiny JPEGs: both CPU loaders, R = 1 and 2, warm and cold, one process a rung."""
+    data = tmp_path_factory.mktemp("feed-jpegs")
+    generate.make_dataset(data, 96, 4, seed=3, workers=2, echo=lambda m: None)
+    results = tmp_path_factory.mktemp("feed-results")
+    code, out = bench("feed", "--gpus", "2", "--data", str(data), "--loaders", "torch,dali-cpu", "--cold",
+                      "--processes", "1", "--per-gpu", "40", "--results", str(results), *TINY)
+    records = query.load([p for p in results.iterdir() if p.is_dir()])[0]
+    return code, out, records, results
+
+
+def test_feed_measures_each_cpu_loader_at_1_and_2_ranks_warm_and_cold(fed):
+    code, out, records, _ = fed
+    assert code == 0, out
+    seen = {(r.case["loader"], r.case.get("dali_device") if r.case["loader"] == "dali" else "",
+             r.case["gpus"], r.case["cold_reads"]) for r in records}
+    assert seen == {(loader, dev, n, cold) for loader, dev in (("torch", ""), ("dali", "cpu"))
+                    for n in (1, 2) for cold in (False, True)}
+    for r in records:
+        assert r.ok and r.sweep == "feed" and r.case["loader_only"] and r.case["device"] == "cpu", r.data["reason"]
+        assert r.case["cold_reads"] == ("-cold-" in r.case_id)
+        rank = r.data["ranks"][0]
+        assert rank["data_set_bytes"] > 96 * 50_000 and rank["host_memory_bytes"] > rank["data_set_bytes"]
+        assert ("cold_evict_s" in rank) == r.case["cold_reads"]
+        assert r.metrics["storage_read_mb_per_s"] is not None and r.metrics["host_cpu_busy_pct"] > 0
+    # cold windows read their files from storage; warm ones from the page cache
+    cold = sum(r.metrics["storage_read_mb_per_s"] for r in records if r.case["cold_reads"])
+    warm = sum(r.metrics["storage_read_mb_per_s"] for r in records if not r.case["cold_reads"])
+    assert cold > 0.5 and cold > 10 * warm
+
+
+def test_feed_page_says_input_side_only_and_ends_on_its_answer(fed):
+    _, out, records, _ = fed
+    lines = out.rstrip().splitlines()
+    title = next(i for i, ln in enumerate(lines) if ln.startswith("Can this host feed 2 x GPU?"))
+    assert "Input side only" in lines[title] and "one GPU trains resnet50 at 40.0 images/s (as given by --per-gpu)" in out
+    # one process a rung has no interval: nothing is called fed or too slow on it
+    assert "no interval (1 process)" in out and "| feeds " not in out
+    last = lines[[i for i, ln in enumerate(lines) if ln.startswith("Can this host feed")][-1]:]
+    assert any("torch DataLoader, warm reads" in ln for ln in last)
+    assert any("DALI CPU pipeline, cold reads" in ln for ln in last)
+    assert any("fits in this host's memory" in ln for ln in last)
+
+
+def with_interval(r: query.Record, ips: float, half_pct: float = 2.0, **metrics) -> query.Record:
+    d = copy.deepcopy(r.data)
+    d["metrics"].update(images_per_s=ips, images_per_s_ci95=[ips * (1 - half_pct / 100), ips * (1 + half_pct / 100)],
+                        **metrics)
+    return query.wrap(d)
+
+
+def ladder_of(records, loader, cold, figures: dict, **metrics) -> list[query.Record]:
+    return [with_interval(r, figures[r.case["gpus"]], **metrics) for r in records
+            if feed.loader_of(r.case) == loader and r.case["cold_reads"] == cold]
+
+
+def test_the_largest_n_fed_and_what_stops_the_next(fed):
+    records = fed[2]
+    # the torch loader, warm: 1 rank delivers 100 and 2 ranks 150, against 80 a GPU: 1 fed, the CPUs stop 2
+    warm = ladder_of(records, "torch", False, {1: 100.0, 2: 150.0}, host_cpu_busy_pct=97.0)
+    [ladder] = feed.ladders(warm, 80.0)
+    assert [g.verdict for g in ladder.rungs] == ["feeds", "short"] and ladder.largest == 1
+    assert ladder.stop["kind"] == "cpu" and ladder.stop["ranks"] == 2
+    line = feed_text.answer_line("en", ladder, H100)
+    assert line.startswith(f"torch DataLoader, warm reads: feeds 1 x {H100} at full speed (100.0 images/s, 80.0 needed)")
+    assert "at 2 ranks the host's CPUs stop it (97% busy, 150.0 of 160.0 images/s)" in line
+    # cold at 2 ranks far below warm, the host not full: the storage stops it
+    cold = ladder_of(records, "torch", True, {1: 95.0, 2: 90.0}, host_cpu_busy_pct=40.0, storage_read_mb_per_s=12.5)
+    ladders = {(x.loader, x.cold): x for x in feed.ladders(warm + cold, 80.0)}
+    assert ladders[("torch", True)].stop["kind"] == "storage"
+    assert "the storage stops it (cold 90.0 against warm 150.0 images/s, reading 12.5 MB/s)" in \
+        feed_text.answer_line("en", ladders[("torch", True)], H100)
+    # neither full: the loader's own settings; within noise: not decided; all fed: the most measured
+    loose = ladder_of(records, "dali-cpu", False, {1: 100.0, 2: 150.0}, host_cpu_busy_pct=50.0)
+    assert feed.ladders(loose, 80.0)[0].stop["kind"] == "loader"
+    close = ladder_of(records, "dali-cpu", False, {1: 100.0, 2: 158.0}, host_cpu_busy_pct=50.0)
+    undecided = feed.ladders(close, 80.0)[0]
+    assert undecided.largest == 1 and not undecided.decided
+    assert "at 2 ranks its interval cannot tell" in feed_text.answer_line("en", undecided, H100)
+    everything = feed.ladders(loose, 50.0)[0]
+    assert everything.largest == 2 and "the most measured" in feed_text.answer_line("en", everything, H100)
+    none = feed.ladders(loose, 120.0)[0]
+    assert none.largest == 0 and feed_text.answer_line("en", none, H100).startswith(
+        f"DALI CPU pipeline, warm reads: feeds no {H100} at full speed (1 rank: 100.0 of the 120.0")
+
+
+def test_a_failed_rung_out_of_memory_is_what_stops_the_ladder(fed):
+    records = fed[2]
+    rungs = ladder_of(records, "torch", False, {1: 100.0, 2: 150.0})
+    d = copy.deepcopy(rungs[1].data)
+    d.update(status="oom", reason="rank 1 was killed by the kernel's OOM killer (out of memory)")
+    [ladder] = feed.ladders([rungs[0], query.wrap(d)], 80.0)
+    assert ladder.largest == 1 and ladder.stop["kind"] == "memory"
+    assert "at 2 ranks memory stops it (rank 1 was killed" in feed_text.answer_line("en", ladder, H100)
+
+
+def test_the_pace_comes_from_the_fastest_stored_one_gpu_figure_of_the_gpu_model():
+    results = ROOT / "results"
+    args = type("A", (), {"per_gpu": None, "model": "resnet50"})()
+    ips, source = feed_cli.pace(args, H100, results)
+    stored = query.load([results / "1x-nvidia-h100-80gb-hbm3"])[0]
+    single = [r for r in stored if r.ok and r.current and r.case["gpus"] == 1 and r.case["model"] == "resnet50"
+              and not r.case["loader_only"] and not r.gpu_shared]
+    assert source.case["device"] == "cuda" and ips == max(r.images_per_s for r in single) > 4000
+    assert feed_cli.pace(args, "NVIDIA B200", results) == (None, None)  # none stored: no pace, never a guess
+    args.per_gpu = 1234.5
+    assert feed_cli.pace(args, H100, results) == (1234.5, None)
+
+
+def test_the_machine_answers_carry_the_feed_answer_in_english_and_in_chinese(fed):
+    records = fed[2]
+    text = answers_text.machine_answers(records[0].machine, records)
+    assert "Feeding GPUs from this host (bench feed, run" in text and "torch DataLoader, cold reads" in text
+    zh = answers_text.machine_answers(records[0].machine, records, lang="zh")
+    assert "本机喂 GPU 的能力" in zh and "DALI CPU 流水线，冷读" in zh
+    page = feed_text.render("zh", feed.ladders(records, 40.0), 2, H100, "resnet50", 40.0, None)
+    assert "仅输入侧" in page and english_left(page, records) == []
+
+
+@pytest.mark.parametrize("argv, says", [
+    (["--gpus", "0"], "--gpus=0 must be at least 1"),
+    (["--data", "/nonexistent/jpegs"], "data folder /nonexistent/jpegs does not exist"),
+    (["--loaders", "torch,nvjpeg"], "--loaders 'torch,nvjpeg': nvjpeg not known; accepted: torch, dali-cpu, dali-mixed"),
+    (["--loaders", "dali-mixed"], "--loaders dali-mixed decodes on a GPU and this machine shows none"),
+    (["--per-gpu", "0"], "--per-gpu=0.0 must be a positive images/s figure"),
+])
+def test_bad_input_is_refused_in_one_line_before_any_work(tmp_path, argv, says):
+    code, out = bench("feed", "--results", str(tmp_path / "r"), *argv)
+    assert code == 2 and out.strip() == f"error: {out.strip()[7:]}" and says in out and len(out.strip().splitlines()) == 1
+    assert not (tmp_path / "r").exists()
+
+
+def test_a_loader_that_is_not_installed_is_refused(tmp_path, monkeypatch):
+    monkeypatch.setattr(feed_cli, "dali_installed", lambda: False)
+    code, out = bench("feed", "--loaders", "dali-cpu", "--results", str(tmp_path / "r"))
+    assert code == 2 and "nvidia-dali is not installed; pip install nvidia-dali-cuda130" in out
+    assert len(out.strip().splitlines()) == 1 and not (tmp_path / "r").exists()
+
+
+def test_data_make_gib_writes_at_least_that_much(tmp_path):
+    code, out = bench("data", "make", "--gib", "0.004", "--classes", "3", "--out", str(tmp_path / "d"))
+    files = list((tmp_path / "d").rglob("*.jpg"))
+    assert code == 0 and sum(f.stat().st_size for f in files) >= 0.004 * 2**30
+    assert {f.parent.name for f in files} == {"class_0000", "class_0001", "class_0002"}
+    assert bench("data", "make", "--gib", "0", "--out", str(tmp_path / "e"))[0] == 2
