@@ -40,6 +40,7 @@ def fed(tmp_path_factory):
     return code, out, records, results
 
 
+@pytest.mark.slow
 def test_feed_measures_each_cpu_loader_at_1_and_2_ranks_warm_and_cold(fed):
     code, out, records, _ = fed
     assert code == 0, out
@@ -60,6 +61,7 @@ def test_feed_measures_each_cpu_loader_at_1_and_2_ranks_warm_and_cold(fed):
     assert cold > 0.5 and cold > 10 * warm
 
 
+@pytest.mark.slow
 def test_feed_page_says_input_side_only_and_ends_on_its_answer(fed):
     _, out, records, _ = fed
     lines = out.rstrip().splitlines()
@@ -85,6 +87,7 @@ def ladder_of(records, loader, cold, figures: dict, **metrics) -> list[query.Rec
             if feed.loader_of(r.case) == loader and r.case["cold_reads"] == cold]
 
 
+@pytest.mark.slow
 def test_the_largest_n_fed_and_what_stops_the_next(fed):
     records = fed[2]
     # the torch loader, warm: 1 rank delivers 100 and 2 ranks 150, against 80 a GPU: 1 fed, the CPUs stop 2
@@ -115,6 +118,7 @@ def test_the_largest_n_fed_and_what_stops_the_next(fed):
         f"DALI CPU pipeline, warm reads: feeds no {H100} at full speed (1 rank: 100.0 of the 120.0")
 
 
+@pytest.mark.slow
 def test_a_failed_rung_out_of_memory_is_what_stops_the_ladder(fed):
     records = fed[2]
     rungs = ladder_of(records, "torch", False, {1: 100.0, 2: 150.0})
@@ -138,6 +142,7 @@ def test_the_pace_comes_from_the_fastest_stored_one_gpu_figure_of_the_gpu_model(
     assert feed_cli.pace(args, H100, results) == (1234.5, None)
 
 
+@pytest.mark.slow
 def test_the_machine_answers_carry_the_feed_answer_in_english_and_in_chinese(fed):
     records = fed[2]
     text = answers_text.machine_answers(records[0].machine, records)
