@@ -388,7 +388,7 @@ def test_pip_install_gives_a_bench_command(tmp_path):
     out = subprocess.run([str(prefix / "bin" / "bench"), "--help"], capture_output=True, text=True, cwd=tmp_path,
                          env={"PATH": "/usr/bin:/bin", "PYTHONPATH": str(site), "HOME": str(tmp_path)})
     assert out.returncode == 0, out.stderr
-    assert out.stdout.startswith("usage: ") and "{run,sweep,report" in out.stdout
+    assert out.stdout.startswith("usage: ") and "{run,sweep,feed,report" in out.stdout
     bad = subprocess.run([str(prefix / "bin" / "bench"), "sweep", "--gpus", "-1"], capture_output=True, text=True,
                          cwd=tmp_path, env={"PATH": "/usr/bin:/bin", "PYTHONPATH": str(site), "HOME": str(tmp_path)})
     assert bad.returncode == 2  # the exit code is the command's own

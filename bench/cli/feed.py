@@ -16,7 +16,7 @@ from ..harness import env as envmod
 from ..harness.run import Run, run_cases
 from ..present import feed_text, report
 from ..store import query
-from ..store.tree import Store
+from ..store.tree import DEFAULT_ROOT, Store
 from .flags import add_results_flag, check_processes, dist_from_args, add_dist_flags
 
 DALI_HINT = "pip install nvidia-dali-cuda130 (CUDA 13) or nvidia-dali-cuda120 (CUDA 12)"
@@ -116,8 +116,10 @@ def command(a) -> int:
 
 def pace(a, gpu: str, root: Path) -> tuple[float | None, query.Record | None]:
     """What one GPU consumes: --per-gpu, else the fastest one-GPU figure of the model stored for the GPU
-    model on any machine of this results tree (None where there is none)."""
-    if a.per_gpu is not None or not gpu or not root.is_dir():
+    model on any machine of this results tree or of this checkout's (None where there is none)."""
+    if a.per_gpu is not None or not gpu:
         return a.per_gpu, None
-    found = feed.per_gpu_figure(query.load([p for p in root.iterdir() if p.is_dir()])[0], gpu, a.model)
+    roots = {Path(r).resolve() for r in (root, DEFAULT_ROOT) if Path(r).is_dir()}
+    folders = [p for r in sorted(roots) for p in r.iterdir() if p.is_dir()]
+    found = feed.per_gpu_figure(query.load(folders)[0], gpu, a.model)
     return found if found else (None, None)
