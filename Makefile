@@ -1,6 +1,7 @@
 # make bench [GPUS=N] [SWEEP=default|seed|best|strategies|smoke] [DATA=dir] [MODEL=name]  run a sweep, print the tables
 # make test                                                                     the CPU test suite
 # make report [TABLE_LANG=zh]                                                       tables from stored results
+# make feed [GPUS=N] [DATA=dir] [FEED_ARGS=--cold]                             can this host feed N GPUs (input side only)
 # make recommend [GPUS=N] [BUDGET=10m] [DATA=dir]                               the fastest configuration here, as a script
 # make compare A=<commit|run> B=<commit|run> [FAIL_UNDER=5] [FORCE=1] [COMPARE_ARGS=...]  deltas judged against noise
 # make ab A=<commit|folder> B=<commit|folder> [AB_SWEEP=amp] [ONLY=patterns] [AB_ARGS=...]  both measured side by side

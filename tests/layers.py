@@ -20,7 +20,7 @@ ALLOWED = {
     "__init__": set(),
 }
 # packages a function may import where it is needed: heavy to import, or not installed everywhere
-LAZY_OK = {"torch", "torchvision", "matplotlib", "pynvml", "nvidia", "markdown"}
+LAZY_OK = {"torch", "torchvision", "matplotlib", "pynvml", "nvidia", "markdown", "timm"}
 
 
 def modules(root: Path) -> dict[str, Path]:

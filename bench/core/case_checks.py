@@ -54,6 +54,9 @@ def validate(c) -> None:
     if models.is_factory(c.model) and not re.fullmatch(r"[0-9a-f]{12}", c.model_source):
         raise CaseError(f"model={c.model!r} needs model_source, the 12-digit hash of its module's source "
                         "(the command line sets it: run from the folder that holds the package)")
+    if models.is_timm(c.model) and not c.model_source:
+        raise CaseError(f"model={c.model!r} needs model_source, the timm version it is built with (the command line "
+                        "sets it)")
     _one_of("strategy", c.strategy, STRATEGIES)
     _one_of("precision", c.precision, PRECISIONS)
     _one_of("loader", c.loader, LOADERS)

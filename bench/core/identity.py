@@ -52,8 +52,9 @@ def idle_rules(c: dict) -> list[tuple[tuple[str, ...], str]]:
     """(knobs, why) that change nothing in this case: validation refuses them away from their
     defaults, and a stored case that carried one (a default that has changed since) keeps its id."""
     rules = [
-        (("model_source", "model_path"), not models.is_factory(c["model"]),
-         "they identify a factory package.module:function"),
+        (("model_source",), not models.is_factory(c["model"]) and not models.is_timm(c["model"]),
+         "it identifies a factory package.module:function, or timm's version for timm/NAME"),
+        (("model_path",), not models.is_factory(c["model"]), "it locates a factory package.module:function"),
         (("bucket_cap_mb", "gradient_as_bucket_view", "static_graph", "broadcast_buffers"),
          c["strategy"] != "ddp", "DDP knobs need strategy='ddp'"),
         (("nccl_env",), c["strategy"] != "ddp" or c["device"] != "cuda", "NCCL runs only under ddp on cuda"),
@@ -99,7 +100,7 @@ def case_id(case) -> str:
     """Readable parts (recipe, model, strategy, GPUs, batch, precision, loader, ...) and a digest of
     `id_knobs`, so two cases share an id exactly when they measured the same configuration."""
     c = fields_of(case)
-    model = c["model"].replace(":", "-") + (f"-{c['model_source'][:8]}" if c["model_source"] else "")
+    model = c["model"].replace(":", "-").replace("/", "-") + (f"-{c['model_source'][:8]}" if c["model_source"] else "")
     parts = [c["name"], model, c["strategy"], f"g{c['gpus']}", f"bs{c['batch_size']}",
              c["precision"] + ("-cl" if c["channels_last"] else ""), c["loader"]]
     if c["input_channels"] != 3:

@@ -1,5 +1,6 @@
 """Which networks a case may train, and how each is built: any torchvision classification model by name,
-or the user's own factory, `package.module:factory`, identified by a hash of its source file.
+any of timm's as `timm/NAME` (its version identifies it), or the user's own factory,
+`package.module:factory`, identified by a hash of its source file.
 
 The names are read from torchvision's source (no import of torch: a check runs before any work), and
 what a constructor fixes is honoured here: ViT and MaxViT are built for the case's image size, Inception
@@ -10,6 +11,7 @@ import ast
 import functools
 import hashlib
 import importlib
+import importlib.metadata
 import importlib.util
 import os
 import re
@@ -20,6 +22,8 @@ from . import host_cache
 from .errors import CaseError
 
 LIST_HINT = "`bin/bench models` lists them"
+TIMM_PREFIX = "timm/"
+TIMM_INSTALL = "pip install '.[timm]' (or pip install timm)"
 FACTORY = re.compile(r"^(?P<module>[A-Za-z_][\w]*(?:\.[A-Za-z_]\w*)*):(?P<factory>[A-Za-z_]\w*)$")
 STEM_MODELS = re.compile(r"^(resnet|resnext|wide_resnet)\d")
 """Models whose stem is ResNet's `conv1`, the one input_channels=4 widens."""
@@ -33,8 +37,29 @@ def torchvision_names() -> tuple[str, ...]:
     return tuple(host_cache.remembered("torchvision-models", host_cache.install_key("torchvision"), _parse_names))
 
 
-def _parse_names() -> list[str]:
-    spec = importlib.util.find_spec("torchvision")
+def timm_names() -> tuple[str, ...]:
+    """Every name timm.list_models() gives (the functions of timm/models/*.py registered with
+    `@register_model`), parsed once per install without importing timm; () where timm is missing."""
+    if not timm_version():
+        return ()
+    return tuple(host_cache.remembered("timm-models", host_cache.install_key("timm"), lambda: _parse_names("timm")))
+
+
+@functools.cache
+def timm_version() -> str:
+    """The installed timm's version, '' where it is not installed (read without importing it)."""
+    try:
+        return importlib.metadata.version("timm")
+    except importlib.metadata.PackageNotFoundError:
+        return ""
+
+
+def is_timm(model: str) -> bool:
+    return model.startswith(TIMM_PREFIX)
+
+
+def _parse_names(package: str = "torchvision") -> list[str]:
+    spec = importlib.util.find_spec(package)
     if spec is None or not spec.submodule_search_locations:
         return []
     names = []
@@ -55,7 +80,15 @@ def is_factory(model: str) -> bool:
 
 
 def check_name(model: str) -> None:
-    """A torchvision classification model's name or `package.module:factory`, else one line saying so."""
+    """A torchvision classification model's name, timm/NAME or `package.module:factory`, else one line
+    saying so."""
+    if is_timm(model):
+        if not timm_version():
+            raise CaseError(f"model={model!r} needs timm, which is not installed here; {TIMM_INSTALL}")
+        if model[len(TIMM_PREFIX):] not in timm_names():
+            raise CaseError(f"model={model!r}: timm {timm_version()} has no model "
+                            f"{model[len(TIMM_PREFIX):]!r} ({LIST_HINT})")
+        return
     if is_factory(model):
         if not FACTORY.match(model):
             raise CaseError(f"model={model!r} is not a factory of the form package.module:function")
@@ -102,6 +135,8 @@ def model_fields(model: str) -> dict:
     """The case fields a `--model` value sets: the model, and for a factory package.module:function what
     identifies it (its folder and source hash), found from the current folder as the user's Python would."""
     check_name(model)
+    if is_timm(model):  # a timm upgrade may change the network: its version is part of the case
+        return {"model": model, "model_source": timm_version()}
     if not is_factory(model):
         return {"model": model}
     path, sha = source_of(model)
@@ -117,6 +152,8 @@ def build(model: str, num_classes: int, image_size: int, model_path: str = "", m
     still hash to `model_source` (an edited model is another case)."""
     if is_factory(model):
         return _from_factory(model, num_classes, model_path, model_source)
+    if is_timm(model):
+        return _from_timm(model[len(TIMM_PREFIX):], num_classes, image_size, model_source)
     import torchvision
     return torchvision.models.get_model(model, weights=None, num_classes=num_classes,
                                         **constructor_kwargs(model, image_size))
@@ -136,3 +173,16 @@ def _from_factory(model: str, num_classes: int, model_path: str, model_source: s
     if not isinstance(net, torch.nn.Module):
         raise CaseError(f"model={model!r}: the factory returned {type(net).__name__}, not a torch.nn.Module")
     return net
+
+
+def _from_timm(name: str, num_classes: int, image_size: int, version: str):
+    """timm's model with random weights, built for the case's image size where its constructor takes one
+    (ViT, Swin ...); the installed timm must be the case's."""
+    import timm
+    if version and timm.__version__ != version:
+        raise CaseError(f"model='timm/{name}' was made with timm {version} and timm {timm.__version__} is installed; "
+                        "a timm upgrade is another case")
+    try:
+        return timm.create_model(name, pretrained=False, num_classes=num_classes, img_size=image_size)
+    except TypeError:  # a network that takes any size (ResNet, EfficientNet) has no such argument
+        return timm.create_model(name, pretrained=False, num_classes=num_classes)

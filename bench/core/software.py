@@ -1,15 +1,16 @@
 """The software versions a result records."""
 from __future__ import annotations
 
+import importlib.metadata
 import platform
 
 from . import host_cache
 
-MODULES = ("torch", "torchvision", "nvidia.dali")
+MODULES = ("torch", "torchvision", "nvidia.dali", "timm")
 
 
 def versions() -> dict:
-    """Python, torch, torchvision, CUDA, cuDNN, NCCL and DALI versions (None where absent): read once per
+    """Python, torch, torchvision, CUDA, cuDNN, NCCL, DALI and timm versions (None where absent): read once per
     install (importing torch costs a process seconds), then kept outside the repository."""
     return host_cache.remembered("software", host_cache.install_key(*MODULES), read_versions)
 
@@ -20,7 +21,7 @@ def read_versions() -> dict:
     import torchvision
     v = {"python": platform.python_version(), "torch": torch.__version__,
          "torchvision": torchvision.__version__, "cuda": torch.version.cuda,
-         "cudnn": None, "nccl": None, "dali": None}
+         "cudnn": None, "nccl": None, "dali": None, "timm": None}
     try:
         v["cudnn"] = torch.backends.cudnn.version()
     except Exception:
@@ -30,6 +31,10 @@ def read_versions() -> dict:
             n = torch.cuda.nccl.version()
             v["nccl"] = ".".join(map(str, n)) if isinstance(n, tuple) else str(n)
     except Exception:
+        pass
+    try:  # optional, for --model timm/NAME; read without importing it
+        v["timm"] = importlib.metadata.version("timm")
+    except importlib.metadata.PackageNotFoundError:
         pass
     try:
         import nvidia.dali

@@ -148,6 +148,7 @@ def describe(env: dict) -> str:
             ("python", env.get("python")), ("torch", f"{env.get('torch')} (CUDA {env.get('cuda') or '-'}, cuDNN {cudnn_text}, "
                                                       f"NCCL {env.get('nccl') or '-'})"),
             ("torchvision", env.get("torchvision")), ("DALI", env.get("dali") or "not installed"),
+            ("timm", env.get("timm") or "not installed"),
             ("commit", f"{env.get('commit')}{' (dirty)' if env.get('dirty') else ''}, from {env.get('commit_source')}"),
             ("NCCL variables", ", ".join(f"{k}={v}" for k, v in (env.get("nccl_env") or {}).items()) or "none")]
     width = max(len(k) for k, _ in rows)

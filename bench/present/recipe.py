@@ -38,7 +38,16 @@ def file_name(case: Case) -> str:
 
 def build_model_lines(case: Case) -> str:
     """The script's lines that make the network as the suite built it: a torchvision model with what
-    its constructor was told, or the user's factory imported from where it lay when measured."""
+    its constructor was told, timm's as timm builds it, or the user's factory imported from where it lay
+    when measured."""
+    if models.is_timm(case.model):
+        name = case.model[len(models.TIMM_PREFIX):]
+        return (f"    import timm  # measured with timm {case.model_source}\n"
+                f'    try:  # built for the image size where its constructor takes one, as the suite built it\n'
+                f'        model = timm.create_model({name!r}, pretrained=False, num_classes=S["num_classes"], '
+                f'img_size={case.image_size})\n'
+                f"    except TypeError:\n"
+                f'        model = timm.create_model({name!r}, pretrained=False, num_classes=S["num_classes"])')
     if not models.is_factory(case.model):
         kwargs = "".join(f", {k}={v!r}" for k, v in models.constructor_kwargs(case.model, case.image_size).items())
         return ('    model = torchvision.models.get_model(S["model"], weights=None, num_classes=S["num_classes"]'
