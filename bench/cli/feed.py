@@ -8,16 +8,17 @@ from pathlib import Path
 from ..analysis import feed
 from ..core import models, recipes
 from ..core.errors import CaseError
-from ..core.feed_cases import DEFAULT_FEED_LOADERS, FEED_WINDOW_S, FEED_WINDOWS, feed_sweep, parse_loaders, rank_counts
+from ..core.feed_cases import (DEFAULT_FEED_LOADERS, FEED_PROCESSES, FEED_WINDOW_S, FEED_WINDOWS, feed_sweep,
+                               parse_loaders, rank_counts)
+from ..core.sweeps import images_needed
 from ..data.defaults import default_data_dir, ensure_default_data
 from ..data.folder import scan
-from ..core.sweeps import images_needed
 from ..harness import env as envmod
 from ..harness.run import Run, run_cases
 from ..present import feed_text, report
 from ..store import query
 from ..store.tree import DEFAULT_ROOT, Store
-from .flags import add_results_flag, check_processes, dist_from_args, add_dist_flags
+from .flags import add_dist_flags, add_results_flag, check_processes, dist_from_args
 
 DALI_HINT = "pip install nvidia-dali-cuda130 (CUDA 13) or nvidia-dali-cuda120 (CUDA 12)"
 
@@ -42,7 +43,9 @@ def add(sub) -> None:
     f.add_argument("--image-size", type=int, default=None, help="pixels a side (default: the model's)")
     f.add_argument("--window-s", type=float, default=FEED_WINDOW_S, help="each measured window's least seconds")
     f.add_argument("--windows", type=int, default=FEED_WINDOWS, help="measured windows per process")
-    f.add_argument("--processes", type=int, default=2, metavar="K", help="fresh processes per rung (default 2)")
+    f.add_argument("--lang", choices=("en", "zh"), default="en", help="the language of its page and REPORT.md")
+    f.add_argument("--processes", type=int, default=FEED_PROCESSES, metavar="K",
+                   help=f"fresh processes per rung, whose spread is its interval (default {FEED_PROCESSES})")
     add_dist_flags(f)
     add_results_flag(f)
     f.set_defaults(func=command, floor_processes=0, floor_end_processes=0)
@@ -99,15 +102,15 @@ def command(a) -> int:
     run.claim(cases)
     # what the ladder is judged by, kept with the run: the machine's answers read it again later
     run.manifest["feed_pace"] = {"gpu": gpu, "model": a.model, "images_per_s": per_gpu,
-                                 "source": "--per-gpu" if source is None else source.path}
+                                 "source": source.path if source else "--per-gpu" if per_gpu else None}
     run.begin(cases)
     with run:
         run_cases(run, cases, feed.FEED_SWEEP)
     stored = query.load([store.root / run.machine])[0]
-    page = feed_text.render("en", feed.ladders(query.select(stored, run=run.run_id), per_gpu), n, gpu or "GPU",
+    page = feed_text.render(a.lang, feed.ladders(query.select(stored, run=run.run_id), per_gpu), n, gpu or "GPU",
                             a.model, per_gpu, source)
     folder = store.root / run.machine / run.commit
-    print(f"\nwrote {report.write_report(query.select(stored, commit=run.commit), folder, 'en', wide=True)}")
+    print(f"\nwrote {report.write_report(query.select(stored, commit=run.commit), folder, a.lang, wide=True)}")
     for written in report.write_machine_pages(stored, store.root):
         print(f"wrote {written}")
     print("\n" + page)

@@ -8,9 +8,10 @@ from .errors import CaseError
 
 FEED_LOADERS = ("torch", "dali-cpu", "dali-mixed")
 DEFAULT_FEED_LOADERS = ("torch", "dali-cpu")
-FEED_WINDOW_S, FEED_WINDOWS = 2.5, 5
-"""A window long enough for every rank's workers to hand over whole rounds of batches, and enough of
-them for an interval; the same for every R, so the ladder's figures compare."""
+FEED_WINDOW_S, FEED_WINDOWS, FEED_PROCESSES = 2.0, 4, 3
+"""A window long enough for every rank's workers to hand over whole rounds of batches, the same for every R
+so the ladder's figures compare; and three fresh processes a rung, since a real loader's figure is judged
+by its own processes alone (two leave one degree of freedom: an interval too wide to tell anything)."""
 
 
 def rank_counts(n: int) -> list[int]:

@@ -39,7 +39,10 @@ def describe(case: dict) -> str:
     loader = case["loader"] + (_dali(case) if case["loader"] == "dali" else "")
     if case["loader"] == "torch":
         loader += f"/w{_threads(case['num_workers'])}" + ("/pin" if case["pin_memory"] else "")
-    parts.append(loader + (" (loader only)" if case.get("loader_only") else ""))
+    only = ""
+    if case.get("loader_only"):  # a loader alone on the CPU (bench feed) has ranks, never GPUs: said where it shows
+        only = f" (loader only, {case['gpus']} CPU rank(s), no GPU)" if case["device"] == "cpu" else " (loader only)"
+    parts.append(loader + only)
     if case.get("cold_reads"):
         parts.append("cold reads (page cache emptied before each window)")
     if case.get("accumulation_steps", 1) > 1:
