@@ -13,6 +13,7 @@ from bench.cli import feed as feed_cli
 from bench.cli.main import main
 from bench.data import generate
 from bench.present import answers_text, feed_text
+from bench.present.text import table
 from bench.store import query
 from conftest import ROOT
 from test_chinese import english_left
@@ -78,7 +79,7 @@ def test_feed_page_says_input_side_only_and_ends_on_its_answer(fed):
 def with_interval(r: query.Record, ips: float, half_pct: float = 2.0, **metrics) -> query.Record:
     d = copy.deepcopy(r.data)
     d["metrics"].update(images_per_s=ips, images_per_s_ci95=[ips * (1 - half_pct / 100), ips * (1 + half_pct / 100)],
-                        **metrics)
+                        **{"host_cpu_outside_pct": 0.0, **metrics})
     return query.wrap(d)
 
 
@@ -111,6 +112,10 @@ def test_the_largest_n_fed_and_what_stops_the_next(fed):
     undecided = feed.ladders(close, 80.0)[0]
     assert undecided.largest == 1 and not undecided.decided
     assert "at 2 ranks its interval cannot tell" in feed_text.answer_line("en", undecided, H100)
+    busy = ladder_of(records, "dali-cpu", False, {1: 100.0, 2: 150.0}, host_cpu_outside_pct=35.0)
+    shared = feed.ladders(busy, 80.0)[0]  # others' work on the host during the windows: never judged
+    assert [g.verdict for g in shared.rungs] == ["shared", "shared"] and shared.largest == 0 and not shared.decided
+    assert "| not judged (host shared) |" in table(feed_text.rows("en", [shared]), ["a"] * 11)
     everything = feed.ladders(loose, 50.0)[0]
     assert everything.largest == 2 and "the most measured" in feed_text.answer_line("en", everything, H100)
     none = feed.ladders(loose, 120.0)[0]

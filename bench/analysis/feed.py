@@ -21,7 +21,8 @@ class Rung:
     need: float | None
     verdict: str
     """`feeds` (the interval wholly at or above R x per GPU), `short` (wholly below), `within noise`,
-    `no interval` (one process), `failed` (stored with its reason), `no pace` (nothing to judge by)."""
+    `no interval` (one process), `shared` (others' work on the host during its windows), `failed` (stored
+    with its reason), `no pace` (nothing to judge by)."""
 
 
 @dataclass
@@ -64,6 +65,8 @@ def verdict(r: query.Record, need: float | None) -> str:
         return "failed"
     if need is None:
         return "no pace"
+    if r.shared_label:  # another's work on the host (or GPU) during its windows: shown, never judged
+        return "shared"
     if not r.ci95:  # one process of a real loader: no interval to judge by (harness/records.floor_for)
         return "no interval"
     lo, hi = r.ci95
@@ -94,14 +97,15 @@ def judge(ladder: Ladder, every: dict) -> None:
     first = next((g for g in ladder.rungs if g.verdict != "feeds"), None)
     fed = [g for g in ladder.rungs if g.verdict == "feeds" and (first is None or g.ranks < first.ranks)]
     ladder.largest = fed[-1].ranks if fed else 0
-    ladder.decided = first is None or first.verdict not in ("within noise", "no interval")
+    ladder.decided = first is None or first.verdict not in ("within noise", "no interval", "shared")
     data = next((g.record.data["ranks"][0] for g in ladder.rungs if g.record.ok and g.record.data.get("ranks")), {})
     size, memory = data.get("data_set_bytes"), data.get("host_memory_bytes")
     ladder.fits_in_memory = bool(size and memory and size < memory)
     if first is None or first.verdict == "no pace":
         ladder.stop = {"kind": "none"}
         return
-    ladder.stop = stop_reason(first, every.get((ladder.loader, False)) if ladder.cold else None)
+    ladder.stop = {**stop_reason(first, every.get((ladder.loader, False)) if ladder.cold else None),
+                   "verdict": first.verdict}
 
 
 def stop_reason(rung: Rung, warm: Ladder | None) -> dict:
@@ -114,11 +118,8 @@ def stop_reason(rung: Rung, warm: Ladder | None) -> dict:
         memory = r.status == "oom" or "memory" in (r.data.get("reason") or "").lower()
         return {"kind": "memory" if memory else "failed", "reason": r.data.get("reason") or r.status, **facts}
     same = next((g for g in warm.rungs if g.ranks == rung.ranks and g.record.ok), None) if warm else None
-    if same:
-        lo_warm = (same.record.ci95 or [same.record.images_per_s])[0]
-        hi_cold = (r.ci95 or [None, r.images_per_s])[-1]
-        if hi_cold < lo_warm:
-            return {"kind": "storage", "warm_images_per_s": same.record.images_per_s, **facts}
+    if same and same.record.ci95 and r.ci95 and r.ci95[1] < same.record.ci95[0]:  # cold wholly below warm
+        return {"kind": "storage", "warm_images_per_s": same.record.images_per_s, **facts}
     if facts["busy_pct"] is not None and facts["busy_pct"] >= CPU_FULL_PCT:
         return {"kind": "cpu", **facts}
     return {"kind": "loader", **facts}

@@ -44,7 +44,7 @@ def stop_text(lang: str, ladder: Ladder) -> str:
     if s.get("kind") in (None, "none"):
         return ""
     if not ladder.decided:
-        return t(lang, "feed_noise", r=s["ranks"], ips=fmt(s.get("images_per_s")), need=fmt(s.get("need")))
+        return t(lang, "feed_shared" if s.get("verdict") == "shared" else "feed_noise", r=s["ranks"], ips=fmt(s.get("images_per_s")), need=fmt(s.get("need")))
     pct = "-" if s.get("busy_pct") is None else f"{s['busy_pct']:.0f}"
     return t(lang, f"stop_{s['kind']}", r=s["ranks"], busy=pct, ips=fmt(s.get("images_per_s")), need=fmt(s.get("need")),
              read=fmt(s.get("read_mb_per_s")), warm=fmt(s.get("warm_images_per_s")),
