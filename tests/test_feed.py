@@ -97,7 +97,9 @@ def test_the_largest_n_fed_and_what_stops_the_next(fed):
     assert [g.verdict for g in ladder.rungs] == ["feeds", "short"] and ladder.largest == 1
     assert ladder.stop["kind"] == "cpu" and ladder.stop["ranks"] == 2
     line = feed_text.answer_line("en", ladder, H100)
-    assert line.startswith(f"torch DataLoader, warm reads: feeds 1 x {H100} at full speed (100.0 images/s, 80.0 needed)")
+    threads = ladder.rungs[0].record.data["ranks"][0]["loader_threads"]  # the machine's cores over 1 rank
+    assert line.startswith(f"torch DataLoader, warm reads: feeds 1 x {H100} at full speed (100.0 images/s, 80.0 needed; "
+                           f"{threads} workers or threads per rank)")
     assert "at 2 ranks the host's CPUs stop it (97% busy, 150.0 of 160.0 images/s)" in line
     # cold at 2 ranks far below warm, the host not full: the storage stops it
     cold = ladder_of(records, "torch", True, {1: 95.0, 2: 90.0}, host_cpu_busy_pct=40.0, storage_read_mb_per_s=12.5)
@@ -184,3 +186,11 @@ def test_data_make_gib_writes_at_least_that_much(tmp_path):
     assert code == 0 and sum(f.stat().st_size for f in files) >= 0.004 * 2**30
     assert {f.parent.name for f in files} == {"class_0000", "class_0001", "class_0002"}
     assert bench("data", "make", "--gib", "0", "--out", str(tmp_path / "e"))[0] == 2
+
+
+@pytest.mark.slow
+def test_feed_records_have_a_history_that_says_they_ran_on_cpu_ranks(fed):
+    results = fed[3]
+    code, out = bench("history", "feed-torch-resnet50-ddp-g2", "--results", str(results))
+    assert code == 0, out
+    assert "torch/wauto (loader only, 2 CPU rank(s), no GPU), cold reads" in out and "| feed " in out

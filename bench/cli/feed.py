@@ -32,12 +32,14 @@ def add(sub) -> None:
                    help="the most ranks to try (default: the GPUs this machine shows, at least 1)")
     f.add_argument("--data", default="", help="ImageFolder tree of JPEGs (default: the generated set, made if short)")
     f.add_argument("--model", default="resnet50", help="the model whose one-GPU pace is to be fed (default resnet50)")
-    f.add_argument("--loaders", default="", help="comma-separated, from torch, dali-cpu, dali-mixed (default: torch "
-                                                 "and dali-cpu; dali-mixed needs a GPU per rank)")
+    f.add_argument("--loaders", default="", help="comma-separated, from torch, dali-cpu, dali-mixed (default: each "
+                                                 "one installed here; dali-mixed needs a GPU per rank, so it stops "
+                                                 "at the GPUs present)")
     f.add_argument("--cold", action="store_true", help="also measure with the data set's files dropped from the page "
                                                        "cache before each window, so reads come from storage")
     f.add_argument("--per-gpu", type=float, default=None, metavar="IMAGES_PER_S",
-                   help="what one GPU consumes (default: the fastest stored one-GPU figure of the model on --gpu-model)")
+                   help="what one GPU consumes (default: the fastest stored one-GPU figure of the model on "
+                        "--gpu-model)")
     f.add_argument("--gpu-model", default="", help="the GPU model to feed (default: this machine's)")
     f.add_argument("--batch-size", type=int, default=recipes.GPU_BASE.batch_size, help="images per rank and batch")
     f.add_argument("--image-size", type=int, default=None, help="pixels a side (default: the model's)")
@@ -64,10 +66,10 @@ def loaders(a, gpus_present: int) -> tuple[str, ...]:
         if "dali-mixed" in names and not gpus_present:
             raise CaseError("--loaders dali-mixed decodes on a GPU and this machine shows none; use torch or dali-cpu")
         return names
-    names = DEFAULT_FEED_LOADERS if dali_installed() else ("torch",)
-    if names == ("torch",):
-        print(f"nvidia-dali is not installed: the torch loader alone ({DALI_HINT} adds DALI's CPU pipeline)")
-    return names
+    if not dali_installed():
+        print(f"nvidia-dali is not installed: the torch loader alone ({DALI_HINT} adds DALI's pipelines)")
+        return ("torch",)
+    return DEFAULT_FEED_LOADERS + (("dali-mixed",) if gpus_present else ())
 
 
 def check(a) -> None:

@@ -35,7 +35,8 @@ def answer_line(lang: str, ladder: Ladder, gpu: str) -> str:
             stop_text(lang, ladder) if ladder.decided else "")
     else:
         key = "feed_fed_all" if ladder.stop.get("kind") == "none" else "feed_fed"
-        text = t(lang, key, r=fed.ranks, ips=fmt(fed.record.images_per_s), need=fmt(fed.need), **words)
+        text = t(lang, key, r=fed.ranks, ips=fmt(fed.record.images_per_s), need=fmt(fed.need),
+                 threads=threads_of(fed.record), **words)
     return text + stop_text(lang, ladder)
 
 
@@ -44,11 +45,18 @@ def stop_text(lang: str, ladder: Ladder) -> str:
     if s.get("kind") in (None, "none"):
         return ""
     if not ladder.decided:
-        return t(lang, "feed_shared" if s.get("verdict") == "shared" else "feed_noise", r=s["ranks"], ips=fmt(s.get("images_per_s")), need=fmt(s.get("need")))
+        key = "feed_shared" if s.get("verdict") == "shared" else "feed_noise"
+        return t(lang, key, r=s["ranks"], ips=fmt(s.get("images_per_s")), need=fmt(s.get("need")))
     pct = "-" if s.get("busy_pct") is None else f"{s['busy_pct']:.0f}"
     return t(lang, f"stop_{s['kind']}", r=s["ranks"], busy=pct, ips=fmt(s.get("images_per_s")), need=fmt(s.get("need")),
              read=fmt(s.get("read_mb_per_s")), warm=fmt(s.get("warm_images_per_s")),
              threads=s.get("threads") or "-", reason=untrusted.clean(str(s.get("reason", "")))[:160])
+
+
+def threads_of(r) -> str:
+    """The workers (torch) or threads (DALI) each rank's loader ran with, as the rank resolved them."""
+    threads = (r.data.get("ranks") or [{}])[0].get("loader_threads")
+    return "-" if threads is None else str(threads)
 
 
 def rows(lang: str, ladders: list[Ladder]) -> list[list[str]]:
@@ -57,12 +65,11 @@ def rows(lang: str, ladders: list[Ladder]) -> list[list[str]]:
         for g in ladder.rungs:
             r, m = g.record, g.record.metrics
             ci = r.ci95
-            threads = (r.data.get("ranks") or [{}])[0].get("loader_threads")
             out.append([t(lang, "feed_loaders")[ladder.loader], t(lang, "feed_reads")[ladder.cold], str(g.ranks),
                         fmt(r.images_per_s) if r.ok else r.status, f"{fmt(ci[0])} - {fmt(ci[1])}" if ci else "-",
                         fmt(r.images_per_s / g.ranks) if r.ok else "-", fmt(g.need),
                         t(lang, "feed_verdicts")[g.verdict], fmt(m.get("host_cpu_busy_pct")),
-                        fmt(m.get("storage_read_mb_per_s")), str(threads) if threads is not None else "-"])
+                        fmt(m.get("storage_read_mb_per_s")), threads_of(r)])
     return out
 
 
@@ -70,7 +77,8 @@ def answers(lang: str, ladders: list[Ladder], gpu: str) -> list[str]:
     lines = [answer_line(lang, ladder, gpu) for ladder in ladders]
     if any(not ladder.cold and ladder.fits_in_memory for ladder in ladders):
         d = next(g.record.data["ranks"][0] for ladder in ladders for g in ladder.rungs if g.record.data.get("ranks"))
-        lines.append(t(lang, "feed_fits", size=f"{d['data_set_bytes'] / 1e9:.2g}", memory=f"{d['host_memory_bytes'] / 1e9:.0f}"))
+        lines.append(t(lang, "feed_fits", size=f"{d['data_set_bytes'] / 1e9:.2g}",
+                       memory=f"{d['host_memory_bytes'] / 1e9:.0f}"))
     return lines
 
 

@@ -10,9 +10,10 @@ FEED_TEXT = {
         "feed_pace_flag": "as given by --per-gpu",
         "feed_no_pace": "no one-GPU figure of {model} on {gpu} is stored: give --per-gpu IMAGES_PER_S to judge "
                         "the ladder; its figures stand as measured",
-        "feed_fed": "{loader}, {reads}: feeds {r} x {gpu} at full speed ({ips} images/s, {need} needed)",
+        "feed_fed": "{loader}, {reads}: feeds {r} x {gpu} at full speed ({ips} images/s, {need} needed; {threads} "
+                    "workers or threads per rank)",
         "feed_fed_all": "{loader}, {reads}: feeds {r} x {gpu} at full speed, the most measured ({ips} images/s, "
-                        "{need} needed); more ranks were not tried",
+                        "{need} needed; {threads} workers or threads per rank); more ranks were not tried",
         "feed_none": "{loader}, {reads}: feeds no {gpu} at full speed (1 rank: {ips} of the {need} images/s one needs)",
         "feed_unjudged": "{loader}, {reads}: up to {r} rank(s), {ips} images/s at the most (no pace to judge by)",
         "feed_noise": "; at {r} ranks its interval cannot tell ({ips} against {need} images/s needed)",
@@ -47,9 +48,9 @@ FEED_TEXT = {
         "feed_pace_flag": "由 --per-gpu 给出",
         "feed_no_pace": "未存有 {model} 在 {gpu} 上的单 GPU 数据：请用 --per-gpu IMAGES_PER_S 给出速度以作判断；"
                         "各项数据按实测列出",
-        "feed_fed": "{loader}，{reads}：可全速喂饱 {r} 块 {gpu}（{ips} 图像/秒，需要 {need}）",
-        "feed_fed_all": "{loader}，{reads}：可全速喂饱 {r} 块 {gpu}，即所测最多（{ips} 图像/秒，需要 {need}）；"
-                        "更多进程未测",
+        "feed_fed": "{loader}，{reads}：可全速喂饱 {r} 块 {gpu}（{ips} 图像/秒，需要 {need}；每进程 {threads} 个工作进程或线程）",
+        "feed_fed_all": "{loader}，{reads}：可全速喂饱 {r} 块 {gpu}，即所测最多（{ips} 图像/秒，需要 {need}；每进程 {threads} "
+                        "个工作进程或线程）；更多进程未测",
         "feed_none": "{loader}，{reads}：一块 {gpu} 也喂不饱（1 个进程：{ips}，一块需要 {need} 图像/秒）",
         "feed_unjudged": "{loader}，{reads}：最多 {r} 个进程，至多 {ips} 图像/秒（无速度可作判断）",
         "feed_noise": "；{r} 个进程时区间无法判断（{ips}，需要 {need} 图像/秒）",
