@@ -66,3 +66,33 @@ def test_a_slow_set_up_step_does_not_flatter_the_first_window(tiny, monkeypatch)
     # the windows are the span's steps, back to back: their sum is the span up to its closing sync
     assert [len(s) for s in m["step_times_s"]] == [10, 10, 10]
     assert 0 <= m["span_s"] - sum(windows) < 0.05
+
+
+class Stepper:
+    """A trainer whose every step takes 10 ms of host time."""
+    input_probe = None
+
+    def __init__(self, case):
+        self.case = case
+
+    def step(self, batches) -> float:
+        time.sleep(0.01)
+        return 0.0
+
+
+def test_what_runs_before_a_window_is_no_steps_time(tiny):
+    """Cold reads empty the page cache before each window: that work is counted apart, never in a window."""
+    from bench.worker.span import timed_span
+    from bench.worker.timing import StepTimer
+    timer = StepTimer(RankContext())
+
+    def evict() -> float:
+        time.sleep(0.2)
+        return 0.2
+    span = timed_span(Stepper(tiny), iter(()), timer, steps=3, windows=3, before_window=evict)
+    assert [len(w) for w in span["step_times_s"]] == [3, 3, 3]
+    assert all(0.009 < s < 0.1 for w in span["step_times_s"] for s in w)  # no step took the 0.2 s pause
+    # the first eviction runs before the span opens; the two later ones inside it, between windows
+    assert span["cold_evict_s"] == pytest.approx(0.6) and 0.4 < span["span_s"] < 0.6
+    plain = timed_span(Stepper(tiny), iter(()), StepTimer(RankContext()), steps=3, windows=3)
+    assert "cold_evict_s" not in plain and max(max(w) for w in plain["step_times_s"]) < 0.1

@@ -38,7 +38,7 @@ def timed_span(trainer, batches, timer: StepTimer, steps: int, windows: int, sam
         phase = f"window {w + 1} of {windows}"
         if before_window and w:
             evict_s += before_window()
-            timer.rebase()  # the eviction is no step's time
+            timer.exclude_since_mark()  # the eviction is no step's time
         for step in range(steps):
             heartbeat.beat(phase, step)
             waits.append(trainer.step(batches))

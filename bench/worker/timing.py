@@ -19,6 +19,7 @@ class StepTimer:
     def start(self) -> None:
         synchronize(self.ctx)
         self.t0 = time.perf_counter()
+        self.gaps: set[int] = set()
         if self.cuda:
             self.events = [self._event()]
         else:
@@ -35,12 +36,11 @@ class StepTimer:
         else:
             self.marks.append(time.perf_counter())
 
-    def rebase(self) -> None:
-        """Move the last mark to now: what ran since (outside the windows' work) is no step's time."""
-        if self.cuda:
-            self.events[-1] = self._event()
-        else:
-            self.marks[-1] = time.perf_counter()
+    def exclude_since_mark(self) -> None:
+        """What ran since the last mark (work outside the windows) is no step's time: a new mark opens the
+        next step, and the gap between the two is left out."""
+        self.gaps.add(len(self.events if self.cuda else self.marks) - 1)
+        self.mark()
 
     def stop(self) -> tuple[float, list[float]]:
         """Return the span in seconds (host clock, synchronised at both edges) and each step's seconds."""
@@ -50,7 +50,7 @@ class StepTimer:
             steps = [a.elapsed_time(b) / 1000.0 for a, b in zip(self.events, self.events[1:])]
         else:
             steps = [b - a for a, b in zip(self.marks, self.marks[1:])]
-        return span, steps
+        return span, [s for i, s in enumerate(steps) if i not in self.gaps]
 
 
 def split(values: list[float], per_window: int, windows: int) -> list[list[float]]:
