@@ -35,7 +35,23 @@ class Ladder:
     """False where the first rung not fed was within noise: `largest` may be one rung short."""
     stop: dict = field(default_factory=dict)
     """What stopped it at the next R: {"kind": cpu|storage|memory|loader|failed|none, ...figures}."""
-    fits_in_memory: bool = False
+    data_set_bytes: int | None = None
+    host_memory_bytes: int | None = None
+
+    @property
+    def fits_in_memory(self) -> bool:
+        """Warm reads of a set smaller than the host's memory come from its page cache."""
+        return bool(self.data_set_bytes and self.host_memory_bytes and self.data_set_bytes < self.host_memory_bytes)
+
+
+def rank_facts(r: query.Record) -> dict:
+    """What the record's first rank reported of its loader and data (every rank reads the same folder)."""
+    return (r.data.get("ranks") or [{}])[0]
+
+
+def loader_threads(r: query.Record) -> int | None:
+    """The workers (torch) or threads (DALI) each rank's loader ran with, as the rank resolved them."""
+    return rank_facts(r).get("loader_threads")
 
 
 def loader_of(case: dict) -> str:
@@ -98,9 +114,8 @@ def judge(ladder: Ladder, every: dict) -> None:
     fed = [g for g in ladder.rungs if g.verdict == "feeds" and (first is None or g.ranks < first.ranks)]
     ladder.largest = fed[-1].ranks if fed else 0
     ladder.decided = first is None or first.verdict not in ("within noise", "no interval", "shared")
-    data = next((g.record.data["ranks"][0] for g in ladder.rungs if g.record.ok and g.record.data.get("ranks")), {})
-    size, memory = data.get("data_set_bytes"), data.get("host_memory_bytes")
-    ladder.fits_in_memory = bool(size and memory and size < memory)
+    data = next((rank_facts(g.record) for g in ladder.rungs if g.record.ok and g.record.data.get("ranks")), {})
+    ladder.data_set_bytes, ladder.host_memory_bytes = data.get("data_set_bytes"), data.get("host_memory_bytes")
     if first is None or first.verdict == "no pace":
         ladder.stop = {"kind": "none"}
         return
@@ -113,7 +128,7 @@ def stop_reason(rung: Rung, warm: Ladder | None) -> dict:
     m = r.metrics
     facts = {"ranks": rung.ranks, "images_per_s": r.images_per_s, "need": rung.need,
              "busy_pct": m.get("host_cpu_busy_pct"), "read_mb_per_s": m.get("storage_read_mb_per_s"),
-             "threads": (r.data.get("ranks") or [{}])[0].get("loader_threads")}
+             "threads": loader_threads(r)}
     if not r.ok:
         memory = r.status == "oom" or "memory" in (r.data.get("reason") or "").lower()
         return {"kind": "memory" if memory else "failed", "reason": r.data.get("reason") or r.status, **facts}

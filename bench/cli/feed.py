@@ -8,6 +8,7 @@ from pathlib import Path
 from ..analysis import feed
 from ..core import models, recipes
 from ..core.errors import CaseError
+from ..core.software import DALI_INSTALL
 from ..core.feed_cases import (DEFAULT_FEED_LOADERS, FEED_PROCESSES, FEED_WINDOW_S, FEED_WINDOWS, feed_sweep,
                                parse_loaders, rank_counts)
 from ..core.sweeps import images_needed
@@ -19,9 +20,6 @@ from ..present import feed_text, report
 from ..store import query
 from ..store.tree import DEFAULT_ROOT, Store
 from .flags import add_dist_flags, add_results_flag, check_processes, dist_from_args
-
-DALI_HINT = "pip install nvidia-dali-cuda130 (CUDA 13) or nvidia-dali-cuda120 (CUDA 12)"
-
 
 def add(sub) -> None:
     f = sub.add_parser("feed", help="can this host feed N GPUs? each loader's input side at 1, 2, 4 ... N ranks",
@@ -62,12 +60,12 @@ def loaders(a, gpus_present: int) -> tuple[str, ...]:
     if a.loaders:
         names = parse_loaders(a.loaders)
         if any(n.startswith("dali") for n in names) and not dali_installed():
-            raise CaseError(f"--loaders {a.loaders}: nvidia-dali is not installed; {DALI_HINT}, or leave DALI out")
+            raise CaseError(f"--loaders {a.loaders}: nvidia-dali is not installed; {DALI_INSTALL}, or leave DALI out")
         if "dali-mixed" in names and not gpus_present:
             raise CaseError("--loaders dali-mixed decodes on a GPU and this machine shows none; use torch or dali-cpu")
         return names
     if not dali_installed():
-        print(f"nvidia-dali is not installed: the torch loader alone ({DALI_HINT} adds DALI's pipelines)")
+        print(f"nvidia-dali is not installed: the torch loader alone ({DALI_INSTALL} adds DALI's pipelines)")
         return ("torch",)
     return DEFAULT_FEED_LOADERS + (("dali-mixed",) if gpus_present else ())
 

@@ -7,6 +7,8 @@ import platform
 from . import host_cache
 
 MODULES = ("torch", "torchvision", "nvidia.dali", "timm")
+DALI_INSTALL = "pip install nvidia-dali-cuda130 (CUDA 13) or nvidia-dali-cuda120 (CUDA 12)"
+"""What a DALI case skipped, or a feed refused, tells the user to run."""
 
 
 def versions() -> dict:

@@ -2,7 +2,7 @@
 table, and the answer again; every figure is the input side alone, and says so."""
 from __future__ import annotations
 
-from ..analysis.feed import Ladder
+from ..analysis.feed import Ladder, loader_threads
 from ..core import untrusted
 from ..core.labels import describe
 from .i18n import t
@@ -33,11 +33,9 @@ def answer_line(lang: str, ladder: Ladder, gpu: str) -> str:
         key = "feed_none" if ladder.decided else "feed_undecided"
         return t(lang, key, ips=fmt(first.record.images_per_s), need=fmt(first.need), **words) + (
             stop_text(lang, ladder) if ladder.decided else "")
-    else:
-        key = "feed_fed_all" if ladder.stop.get("kind") == "none" else "feed_fed"
-        text = t(lang, key, r=fed.ranks, ips=fmt(fed.record.images_per_s), need=fmt(fed.need),
-                 threads=threads_of(fed.record), **words)
-    return text + stop_text(lang, ladder)
+    key = "feed_fed_all" if ladder.stop.get("kind") == "none" else "feed_fed"
+    return t(lang, key, r=fed.ranks, ips=fmt(fed.record.images_per_s), need=fmt(fed.need),
+             threads=threads_of(fed.record), **words) + stop_text(lang, ladder)
 
 
 def stop_text(lang: str, ladder: Ladder) -> str:
@@ -54,8 +52,7 @@ def stop_text(lang: str, ladder: Ladder) -> str:
 
 
 def threads_of(r) -> str:
-    """The workers (torch) or threads (DALI) each rank's loader ran with, as the rank resolved them."""
-    threads = (r.data.get("ranks") or [{}])[0].get("loader_threads")
+    threads = loader_threads(r)
     return "-" if threads is None else str(threads)
 
 
@@ -75,10 +72,10 @@ def rows(lang: str, ladders: list[Ladder]) -> list[list[str]]:
 
 def answers(lang: str, ladders: list[Ladder], gpu: str) -> list[str]:
     lines = [answer_line(lang, ladder, gpu) for ladder in ladders]
-    if any(not ladder.cold and ladder.fits_in_memory for ladder in ladders):
-        d = next(g.record.data["ranks"][0] for ladder in ladders for g in ladder.rungs if g.record.data.get("ranks"))
-        lines.append(t(lang, "feed_fits", size=f"{d['data_set_bytes'] / 1e9:.2g}",
-                       memory=f"{d['host_memory_bytes'] / 1e9:.0f}"))
+    fits = next((ladder for ladder in ladders if not ladder.cold and ladder.fits_in_memory), None)
+    if fits:
+        lines.append(t(lang, "feed_fits", size=f"{fits.data_set_bytes / 1e9:.2g}",
+                       memory=f"{fits.host_memory_bytes / 1e9:.0f}"))
     return lines
 
 

@@ -52,12 +52,13 @@ def over_windows(readings: list[dict | None]) -> dict:
             "host_cpu_steal_pct_windows": [w and w["steal_pct"] for w in windows]}
 
 
-def own_ticks(root_pid: int | None = None, proc: Path = Path("/proc")) -> int | None:
+def own_ticks(root_pid: int | None = None, proc: Path = Path("/proc"), table: dict | None = None) -> int | None:
     """CPU ticks (user and system) this process and every live process it started have used, and
     the children it has reaped: the run's own share of the host (a torch DataLoader's workers are
-    child processes, DALI's threads live inside it). None where /proc cannot say."""
+    child processes, DALI's threads live inside it). None where /proc cannot say. `table`: a listing
+    (core/procfs.process_table) the caller has just read."""
     root_pid = root_pid or os.getpid()
-    table = procfs.process_table(proc)
+    table = procfs.process_table(proc) if table is None else table
     pids = procfs.tree(root_pid, table)
     if not pids:
         return None

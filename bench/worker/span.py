@@ -5,6 +5,7 @@ import time
 
 import torch.distributed as dist
 
+from ..core import procfs
 from . import host_cpu, storage
 from .context import synchronize
 from .heartbeat import heartbeat
@@ -29,8 +30,8 @@ def timed_span(trainer, batches, timer: StepTimer, steps: int, windows: int, sam
         probe.start()
     # the host's counters at the host's window edges: a real loader works on the host, so that is
     # where its pace is set (one small file read per window)
-    cpu, own = [host_cpu.read()], [host_cpu.own_ticks()]
-    read_before, evict_s = storage.tree_read_bytes(), 0.0
+    cpu, table = [host_cpu.read()], procfs.process_table()  # one listing for the rank's CPU ticks and storage bytes
+    own, read_before, evict_s = [host_cpu.own_ticks(table=table)], storage.tree_read_bytes(table=table), 0.0
     if before_window:
         evict_s += before_window()
     timer.start()
@@ -48,8 +49,9 @@ def timed_span(trainer, batches, timer: StepTimer, steps: int, windows: int, sam
                 time.sleep(pause_s)
         cpu.append(host_cpu.read())
     span_s, step_times = timer.stop()
-    own.append(host_cpu.own_ticks())
-    read_after = storage.tree_read_bytes()
+    table = procfs.process_table()
+    own.append(host_cpu.own_ticks(table=table))
+    read_after = storage.tree_read_bytes(table=table)
     stalls = probe.stop() if probe else None
     if sampler:
         sampler.stop()

@@ -10,10 +10,11 @@ from pathlib import Path
 from ..core import procfs
 
 
-def tree_read_bytes(root_pid: int | None = None, proc: Path = Path("/proc")) -> int | None:
+def tree_read_bytes(root_pid: int | None = None, proc: Path = Path("/proc"), table: dict | None = None) -> int | None:
     """Bytes fetched from storage by this process and every live process it started (a DataLoader's
-    workers), or None where the kernel keeps no I/O accounting here."""
-    pids = procfs.tree(root_pid or os.getpid(), procfs.process_table(proc))
+    workers), or None where the kernel keeps no I/O accounting here. `table`: a listing
+    (core/procfs.process_table) the caller has just read."""
+    pids = procfs.tree(root_pid or os.getpid(), procfs.process_table(proc) if table is None else table)
     total, seen = 0, False
     for pid in pids:
         try:

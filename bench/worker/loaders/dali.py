@@ -11,18 +11,18 @@ import time
 
 from PIL import Image
 
+from ...core.software import DALI_INSTALL
 from ...data import folder as data
 from .common import SkipCase, cores_per_rank, dtype_fact, half_input
 from .normalize import MEAN_255, STD_255
 
-INSTALL_HINT = "pip install nvidia-dali-cuda130 (CUDA 13) or nvidia-dali-cuda120 (CUDA 12)"
 
 
 def make_dali_loader(case, ctx):
     try:
         import nvidia.dali  # noqa: F401
     except ImportError:
-        raise SkipCase(f"nvidia-dali is not installed; {INSTALL_HINT}") from None
+        raise SkipCase(f"nvidia-dali is not installed; {DALI_INSTALL}") from None
     return DaliLoader(case, ctx)
 
 
