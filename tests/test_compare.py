@@ -197,3 +197,12 @@ def test_history_lists_every_run_oldest_first(root, capsys):
     plot = root / MACHINE / "history"
     assert [p.suffix for p in plot.iterdir()] == [".png"] and f"plot: {next(plot.iterdir())}" in out
     assert main(["history", "no-such-case", "--results", str(root)]) == 2
+
+
+def test_the_last_two_committed_h100_commits_compare_case_by_case(capsys):
+    """A GPU machine's commit that also holds cases on its CPU ranks (bench feed) is the same hardware: the
+    cases both commits ran are matched and judged, and a figure measured beside another's work says so."""
+    assert main(["compare", "7b24b833c027", "6b45861ecaf0", "--machine", "1x-nvidia-h100-80gb-hbm3"]) == 0
+    out = capsys.readouterr().out
+    assert out.startswith("A/B, b against a: 8 not in both, 10 within noise")
+    assert "| [10] custom " in out and "4,728.3 (GPU shared)" in out

@@ -47,7 +47,10 @@ def resolve(ref: str, records: list[query.Record], machine: str | None = None) -
 
 
 def _hardware(records: list[Record]) -> set:
-    return {(r.data["env"].get("gpu_model"), r.data["env"].get("gpu_count"), r.case["device"]) for r in records}
+    """The machines' GPUs. Not the cases' devices: a device is part of each case id, so a case on the CPU
+    ranks of a GPU machine (bench feed) is matched with its own kind alone, and does not make its commit
+    another machine's."""
+    return {(r.data["env"].get("gpu_model"), r.data["env"].get("gpu_count")) for r in records}
 
 
 def _by_case(records: list[Record]) -> dict[str, Record]:
@@ -110,6 +113,8 @@ def compare(a_records: list[Record], b_records: list[Record], force: bool = Fals
 def _row(a: Record | None, b: Record | None, assumed: dict, include_old: bool) -> dict:
     row = {"case": (b or a).case_id, "sweep": (b or a).sweep, "a_images_per_s": a.images_per_s if a else None,
            "b_images_per_s": b.images_per_s if b else None, "delta_pct": None, "noise_pct": None, "note": "",
+           # a figure measured beside someone else's work says so, judged or not (store/record.shared_label)
+           "a_shared": a.shared_label if a else "", "b_shared": b.shared_label if b else "",
            "a_file": a.path if a else None, "b_file": b.path if b else None}
     if a and a.ok and b and b.ok and (a.gpu_shared or b.gpu_shared):
         # measured beside someone else's work: its change is no noise of this machine's to judge

@@ -5,14 +5,14 @@ from ..analysis.compare import Comparison
 from .text import fit, wrap
 
 
-def _num(x):
-    return "-" if x is None else f"{x:,.1f}"
+def _num(x, shared: str = ""):
+    return "-" if x is None else f"{x:,.1f}" + (f" ({shared})" if shared else "")
 
 
 def render(c: Comparison, wide: bool = False) -> str:
     """Every case with its change, noise and verdict; assumed noises marked and named below."""
     assumed = sorted({r["note"] for r in c.rows if "assumed" in r["note"]})
-    table = [[r["case"], _num(r["a_images_per_s"]), _num(r["b_images_per_s"]),
+    table = [[r["case"], _num(r["a_images_per_s"], r.get("a_shared")), _num(r["b_images_per_s"], r.get("b_shared")),
               "-" if r["delta_pct"] is None else f"{r['delta_pct']:+.1f}%",
               "-" if r["noise_pct"] is None else f"+-{r['noise_pct']:.1f}%"
               + (f" [n{assumed.index(r['note']) + 1}]" if r["note"] in assumed else ""), r["verdict"]] for r in c.rows]
