@@ -101,6 +101,24 @@ def test_a_record_with_control_characters_or_an_endless_string_is_skipped_with_a
     assert not untrusted.CONTROL.search(out.out + out.err)
 
 
+def test_a_run_manifest_with_control_characters_is_skipped_with_a_warning(capsys, tmp_path):
+    """The manifest beside a run's records is data too: skipped and named, as a record is, never shown."""
+    import shutil
+    from conftest import ROOT
+    src = ROOT / "results" / "1x-nvidia-h100-80gb-hbm3" / "6b45861ecaf0"
+    dst = tmp_path / "r" / "1x-nvidia-h100-80gb-hbm3" / "6b45861ecaf0"
+    shutil.copytree(src / "feed", dst / "feed")
+    manifest = json.loads((src / "runs" / "20261206T184728Z-74d6.json").read_text())
+    manifest["feed_pace"].update(gpu="\x1b[31mH100\x1b]0;pwned\x07", images_per_s=1000.0)
+    (dst / "runs").mkdir()
+    (dst / "runs" / "20261206T184728Z-74d6.json").write_text(json.dumps(manifest))
+    assert main(["report", "--results", str(tmp_path / "r"), "--no-files"]) == 0
+    out = capsys.readouterr()
+    [warning] = [ln for ln in out.err.splitlines() if "20261206T184728Z-74d6.json" in ln]
+    assert warning.startswith("warning: skipped ") and warning.endswith(": feed_pace.gpu holds control characters")
+    assert "no pace to judge by" in out.out and not untrusted.CONTROL.search(out.out + out.err)
+
+
 def test_captured_output_is_cleaned_not_refused():
     d = fixture_dicts()[0]
     d["stderr_tail"] = ["\x1b[33mUserWarning\x1b[0m: slow", "100%|\r███"]

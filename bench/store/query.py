@@ -48,6 +48,9 @@ def load(paths) -> tuple[list[Record], list[str]]:
         if mark_not_training(r.data):
             r = from_dict(r.data, r.path)
         records.append(r)
+    for r in records:  # a run's manifest that says what data may not is skipped, and said, like a record
+        _manifest(r, manifests)
+    problems += [f"{untrusted.clean(str(path))}: {why}" for path, (_, why) in sorted(manifests.items()) if why]
     return records, problems
 
 
@@ -58,22 +61,33 @@ def manifest_path(r: Record) -> Path | None:
 
 
 def _manifest(r: Record, cache: dict) -> dict:
-    """The manifest of the record's run ({} where none is readable)."""
+    """The manifest of the record's run ({} where none is readable); `cache` keeps each path's manifest
+    and why it was refused."""
     path = manifest_path(r)
     if path is None:
         return {}
     if path not in cache:
-        cache[path] = read_manifest(path) or {}
-    return cache[path]
+        cache[path] = parse_manifest(path)
+    return cache[path][0] or {}
+
+
+def parse_manifest(path: Path) -> tuple[dict | None, str]:
+    """(a run's manifest, '') or (None, why not): '' too for a missing file, which is no problem of the data."""
+    try:
+        m = json.loads(path.read_text())
+    except OSError:
+        return None, ""
+    except ValueError:
+        return None, "a run manifest that is not JSON"
+    if not isinstance(m, dict):
+        return None, "a run manifest that is not a JSON object"
+    problem = untrusted.problem(m)
+    return (None, problem) if problem else (m, "")
 
 
 def read_manifest(path: Path) -> dict | None:
     """A run's manifest, or None where it is unreadable or says what data may not (core/untrusted.py)."""
-    try:
-        m = json.loads(path.read_text())
-    except (OSError, ValueError):
-        return None
-    return m if isinstance(m, dict) and untrusted.problem(m) is None else None
+    return parse_manifest(path)[0]
 
 
 def commit_matches(rec: Record, ref: str) -> bool:
