@@ -194,3 +194,17 @@ def test_feed_records_have_a_history_that_says_they_ran_on_cpu_ranks(fed):
     code, out = bench("history", "feed-torch-resnet50-ddp-g2", "--results", str(results))
     assert code == 0, out
     assert "torch/wauto (loader only, 2 CPU rank(s), no GPU), cold reads" in out and "| feed " in out
+
+
+def test_a_worker_imports_torchvision_only_where_its_case_needs_it():
+    """A DALI rank or a loader-only rank has no torchvision transform or model: its import (a second or more,
+    since it imports torch._dynamo) is left out of every process of `bench feed`'s DALI rungs."""
+    import subprocess
+    import sys
+    probe = ("import sys, bench.worker.rank, bench.worker.loaders.dali, bench.worker.trainer; "
+             "print('torchvision' in sys.modules); "
+             "from pathlib import Path; from bench.data import folder; "
+             "from bench.worker.loaders.torch_loader import JpegFolder; "
+             "JpegFolder(folder.Folder(Path('.')), 32); print('torchvision' in sys.modules)")
+    out = subprocess.run([sys.executable, "-c", probe], cwd=ROOT, capture_output=True, text=True, timeout=120)
+    assert out.stdout.split() == ["False", "True"], out.stdout + out.stderr

@@ -6,7 +6,6 @@ import time
 import torch
 from PIL import Image
 from torch.utils.data import DataLoader, Dataset, DistributedSampler, RandomSampler, Sampler
-from torchvision.transforms import v2
 
 from ...data import folder as data
 from .common import cores_per_rank
@@ -17,6 +16,9 @@ class JpegFolder(Dataset):
     """ImageFolder over a scanned file list; a file that fails to decode is replaced, not fatal."""
 
     def __init__(self, folder: data.Folder, image_size: int):
+        # here, not at the top: torchvision's import costs a second or more (it imports torch._dynamo),
+        # which a DALI rank or a loader-only rank of `bench feed` has no use for
+        from torchvision.transforms import v2
         self.files, self.labels = folder.files, folder.labels
         # uint8 crops leave the worker; conversion and normalisation happen on the device
         self.transform = v2.Compose([v2.RandomResizedCrop(image_size, antialias=True), v2.RandomHorizontalFlip(),
