@@ -126,6 +126,23 @@ def test_the_largest_n_fed_and_what_stops_the_next(fed):
 
 
 @pytest.mark.slow
+def test_a_cold_record_whose_windows_were_not_drained_is_shown_never_judged(fed):
+    records = fed[2]
+    cold = ladder_of(records, "torch", True, {1: 100.0, 2: 150.0})
+    assert all(r.data["ranks"][0]["cold_batches_drained_per_window"] >= 1 for r in cold)  # this code drains them
+    assert [g.verdict for g in feed.ladders(cold, 80.0)[0].rungs] == ["feeds", "short"]
+    old = copy.deepcopy(cold[1].data)  # as a cold record of the first version stored it
+    for rank in old["ranks"]:
+        del rank["cold_batches_drained_per_window"]
+    [ladder] = feed.ladders([cold[0], query.wrap(old)], 80.0)
+    assert [g.verdict for g in ladder.rungs] == ["feeds", "undrained"] and ladder.largest == 1 and not ladder.decided
+    assert "at 2 ranks its cold windows opened on batches queued while the cache was emptied" in \
+        feed_text.answer_line("en", ladder, H100)
+    assert "| not judged (cold queue not drained) |" in table(feed_text.rows("en", [ladder]), ["a"] * 11)
+    assert "冷读队列未清空" in table(feed_text.rows("zh", [ladder]), ["a"] * 11)
+
+
+@pytest.mark.slow
 def test_a_failed_rung_out_of_memory_is_what_stops_the_ladder(fed):
     records = fed[2]
     rungs = ladder_of(records, "torch", False, {1: 100.0, 2: 150.0})

@@ -96,3 +96,30 @@ def test_what_runs_before_a_window_is_no_steps_time(tiny):
     assert span["cold_evict_s"] == pytest.approx(0.6) and 0.4 < span["span_s"] < 0.6
     plain = timed_span(Stepper(tiny), iter(()), StepTimer(RankContext()), steps=3, windows=3)
     assert "cold_evict_s" not in plain and max(max(w) for w in plain["step_times_s"]) < 0.1
+
+
+class JpegLikeLoader(RefillingLoader):
+    """The refilling loader with files to evict and the queue depth the harness drains, as a real one has."""
+    prefetch_batches = QUEUE_DEPTH
+    files: list = []
+
+
+def test_a_cold_window_opens_on_the_loaders_pace_not_on_the_queue_it_filled_during_the_eviction(tiny, monkeypatch):
+    """The loader's workers go on decoding while the page cache is emptied before each cold window: the
+    batches they queued meanwhile are taken off untimed, so no window gets them free."""
+    from bench.worker import storage
+    case = tiny.replace(loader="torch", data_dir="/nonexistent", loader_only=True, cold_reads=True,
+                        warmup_steps=2, steps=8, min_window_s=0.0, repeats=2)
+    assert case.cold_reads
+    monkeypatch.setattr(loaders, "make", lambda c, ctx: JpegLikeLoader(c))
+    evictions = []
+
+    def slow_evict(files):  # long enough for the producer to fill the whole queue
+        evictions.append(files)
+        time.sleep(QUEUE_DEPTH * PRODUCE_S * 1.5)
+        return QUEUE_DEPTH * PRODUCE_S * 1.5
+    monkeypatch.setattr(storage, "evict", slow_evict)
+    m = worker.measure(case, RankContext())
+    # each window is the loader's pace, 8 batches x 80 ms; a queue filled in the pause would give all 8 free
+    assert min(m["windows_s"]) > 8 * PRODUCE_S * 0.6, m["windows_s"]
+    assert len(evictions) == 2 and m["cold_batches_drained_per_window"] == QUEUE_DEPTH

@@ -21,8 +21,9 @@ class Rung:
     need: float | None
     verdict: str
     """`feeds` (the interval wholly at or above R x per GPU), `short` (wholly below), `within noise`,
-    `no interval` (one process), `shared` (others' work on the host during its windows), `failed` (stored
-    with its reason), `no pace` (nothing to judge by)."""
+    `no interval` (one process), `shared` (others' work on the host during its windows), `undrained` (a
+    cold record made before its windows were drained of what the loader queued while the cache was
+    emptied), `failed` (stored with its reason), `no pace` (nothing to judge by)."""
 
 
 @dataclass
@@ -76,6 +77,10 @@ def per_gpu_figure(records: list[query.Record], gpu_name: str, model: str) -> tu
     return (best.images_per_s, best) if best else None
 
 
+UNDECIDED = ("within noise", "no interval", "shared", "undrained")
+"""Verdicts that leave a ladder's largest R open: the rung may feed, nothing measured says so."""
+
+
 def verdict(r: query.Record, need: float | None) -> str:
     if not r.ok:
         return "failed"
@@ -83,6 +88,8 @@ def verdict(r: query.Record, need: float | None) -> str:
         return "no pace"
     if r.shared_label:  # another's work on the host (or GPU) during its windows: shown, never judged
         return "shared"
+    if r.case.get("cold_reads") and "cold_batches_drained_per_window" not in rank_facts(r):
+        return "undrained"  # its windows got the batches made during the eviction free: flattered, never judged
     if not r.ci95:  # one process of a real loader: no interval to judge by (harness/records.floor_for)
         return "no interval"
     lo, hi = r.ci95
@@ -113,7 +120,7 @@ def judge(ladder: Ladder, every: dict) -> None:
     first = next((g for g in ladder.rungs if g.verdict != "feeds"), None)
     fed = [g for g in ladder.rungs if g.verdict == "feeds" and (first is None or g.ranks < first.ranks)]
     ladder.largest = fed[-1].ranks if fed else 0
-    ladder.decided = first is None or first.verdict not in ("within noise", "no interval", "shared")
+    ladder.decided = first is None or first.verdict not in UNDECIDED
     data = next((rank_facts(g.record) for g in ladder.rungs if g.record.ok and g.record.data.get("ranks")), {})
     ladder.data_set_bytes, ladder.host_memory_bytes = data.get("data_set_bytes"), data.get("host_memory_bytes")
     if first is None or first.verdict == "no pace":

@@ -43,7 +43,7 @@ def stop_text(lang: str, ladder: Ladder) -> str:
     if s.get("kind") in (None, "none"):
         return ""
     if not ladder.decided:
-        key = "feed_shared" if s.get("verdict") == "shared" else "feed_noise"
+        key = {"shared": "feed_shared", "undrained": "feed_undrained"}.get(s.get("verdict"), "feed_noise")
         return t(lang, key, r=s["ranks"], ips=fmt(s.get("images_per_s")), need=fmt(s.get("need")))
     pct = "-" if s.get("busy_pct") is None else f"{s['busy_pct']:.0f}"
     return t(lang, f"stop_{s['kind']}", r=s["ranks"], busy=pct, ips=fmt(s.get("images_per_s")), need=fmt(s.get("need")),

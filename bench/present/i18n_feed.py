@@ -18,6 +18,8 @@ FEED_TEXT = {
         "feed_unjudged": "{loader}, {reads}: up to {r} rank(s), {ips} images/s at the most (no pace to judge by)",
         "feed_noise": "; at {r} ranks its interval cannot tell ({ips} against {need} images/s needed)",
         "feed_shared": "; at {r} ranks other work shared the host during its windows: not judged",
+        "feed_undrained": "; at {r} ranks its cold windows opened on batches queued while the cache was emptied "
+                          "(a record made before that was fixed): not judged, run it again",
         "feed_undecided": "{loader}, {reads}: not decided even for 1 {gpu} (1 rank: {ips} against {need} images/s "
                           "needed, and its interval cannot tell)",
         "stop_cpu": "; at {r} ranks the host's CPUs stop it ({busy}% busy, {ips} of {need} images/s)",
@@ -38,7 +40,7 @@ FEED_TEXT = {
         "feed_reads": {False: "warm reads", True: "cold reads"},
         "feed_verdicts": {"feeds": "feeds", "short": "too slow", "within noise": "within noise", "failed": "failed",
                           "no interval": "no interval (1 process)", "no pace": "-",
-                          "shared": "not judged (host shared)"},
+                          "shared": "not judged (host shared)", "undrained": "not judged (cold queue not drained)"},
         "feed_answer": "Feeding GPUs from this host (bench feed, run {run}; input side only, no GPU trained):",
     },
     "zh": {
@@ -55,6 +57,7 @@ FEED_TEXT = {
         "feed_unjudged": "{loader}，{reads}：最多 {r} 个进程，至多 {ips} 图像/秒（无速度可作判断）",
         "feed_noise": "；{r} 个进程时区间无法判断（{ips}，需要 {need} 图像/秒）",
         "feed_shared": "；{r} 个进程时测量窗口内主机有其他工作：未判断",
+        "feed_undrained": "；{r} 个进程时冷读窗口开始时队列里已有清空缓存期间备好的批次（修正之前的记录）：未判断，请重新运行",
         "feed_undecided": "{loader}，{reads}：连 1 块 {gpu} 也无法判断（1 个进程：{ips}，需要 {need} 图像/秒，区间无法判断）",
         "stop_cpu": "；{r} 个进程时受限于主机 CPU（占用 {busy}%，{ips}/{need} 图像/秒）",
         "stop_storage": "；{r} 个进程时受限于存储（冷读 {ips}，热读 {warm} 图像/秒，读取 {read} MB/秒）",
@@ -71,7 +74,7 @@ FEED_TEXT = {
         "feed_reads": {False: "热读", True: "冷读"},
         "feed_verdicts": {"feeds": "喂得饱", "short": "太慢", "within noise": "在噪声之内", "failed": "失败",
                           "no interval": "无区间（1 个进程）", "no pace": "-",
-                          "shared": "未判断（主机被共享）"},
+                          "shared": "未判断（主机被共享）", "undrained": "未判断（冷读队列未清空）"},
         "feed_answer": "本机喂 GPU 的能力（bench feed，运行 {run}；仅输入侧，无 GPU 训练）：",
     },
 }
