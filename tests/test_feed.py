@@ -140,6 +140,13 @@ def test_a_cold_record_whose_windows_were_not_drained_is_shown_never_judged(fed)
         feed_text.answer_line("en", ladder, H100)
     assert "| not judged (cold queue not drained) |" in table(feed_text.rows("en", [ladder]), ["a"] * 11)
     assert "冷读队列未清空" in table(feed_text.rows("zh", [ladder]), ["a"] * 11)
+    one = copy.deepcopy(cold[0].data)
+    for rank in one["ranks"]:
+        del rank["cold_batches_drained_per_window"]
+    [first] = feed.ladders([query.wrap(one)], 20.0)  # on its first rung the answer says why nothing is decided
+    assert feed_text.answer_line("en", first, H100).endswith(
+        "(1 rank: 100.0 against 20.0 images/s needed, and its cold windows were not drained of what the loader "
+        "queued meanwhile: run it again)")
 
 
 @pytest.mark.slow

@@ -31,7 +31,8 @@ def answer_line(lang: str, ladder: Ladder, gpu: str) -> str:
     if fed is None:
         first = ladder.rungs[0]
         key = "feed_none" if ladder.decided else "feed_undecided"
-        return t(lang, key, ips=fmt(first.record.images_per_s), need=fmt(first.need), **words) + (
+        why = t(lang, "feed_why").get(first.verdict) or t(lang, "feed_why_noise")
+        return t(lang, key, ips=fmt(first.record.images_per_s), need=fmt(first.need), why=why, **words) + (
             stop_text(lang, ladder) if ladder.decided else "")
     key = "feed_fed_all" if ladder.stop.get("kind") == "none" else "feed_fed"
     return t(lang, key, r=fed.ranks, ips=fmt(fed.record.images_per_s), need=fmt(fed.need),
