@@ -8,9 +8,9 @@ from pathlib import Path
 from ..analysis import feed
 from ..core import models, recipes
 from ..core.errors import CaseError
-from ..core.software import DALI_INSTALL
 from ..core.feed_cases import (DEFAULT_FEED_LOADERS, FEED_PROCESSES, FEED_WINDOW_S, FEED_WINDOWS, feed_sweep,
                                parse_loaders, rank_counts)
+from ..core.software import DALI_INSTALL
 from ..core.sweeps import images_needed
 from ..data.defaults import default_data_dir, ensure_default_data
 from ..data.folder import scan
@@ -20,6 +20,7 @@ from ..present import feed_text, report
 from ..store import query
 from ..store.tree import DEFAULT_ROOT, Store
 from .flags import add_dist_flags, add_results_flag, check_processes, dist_from_args
+
 
 def add(sub) -> None:
     f = sub.add_parser("feed", help="can this host feed N GPUs? each loader's input side at 1, 2, 4 ... N ranks",

@@ -44,8 +44,10 @@ def stop_text(lang: str, ladder: Ladder) -> str:
     if s.get("kind") in (None, "none"):
         return ""
     if not ladder.decided:
-        key = {"shared": "feed_shared", "undrained": "feed_undrained"}.get(s.get("verdict"), "feed_noise")
-        return t(lang, key, r=s["ranks"], ips=fmt(s.get("images_per_s")), need=fmt(s.get("need")))
+        why = t(lang, "feed_why").get(s.get("verdict"))  # the same reason the first rung's answer gives
+        if why:
+            return t(lang, "feed_at", r=s["ranks"], why=why)
+        return t(lang, "feed_noise", r=s["ranks"], ips=fmt(s.get("images_per_s")), need=fmt(s.get("need")))
     pct = "-" if s.get("busy_pct") is None else f"{s['busy_pct']:.0f}"
     return t(lang, f"stop_{s['kind']}", r=s["ranks"], busy=pct, ips=fmt(s.get("images_per_s")), need=fmt(s.get("need")),
              read=fmt(s.get("read_mb_per_s")), warm=fmt(s.get("warm_images_per_s")),

@@ -17,13 +17,12 @@ FEED_TEXT = {
         "feed_none": "{loader}, {reads}: feeds no {gpu} at full speed (1 rank: {ips} of the {need} images/s one needs)",
         "feed_unjudged": "{loader}, {reads}: up to {r} rank(s), {ips} images/s at the most (no pace to judge by)",
         "feed_noise": "; at {r} ranks its interval cannot tell ({ips} against {need} images/s needed)",
-        "feed_shared": "; at {r} ranks other work shared the host during its windows: not judged",
-        "feed_undrained": "; at {r} ranks its cold windows opened on batches queued while the cache was emptied "
-                          "(a record made before that was fixed): not judged, run it again",
+        "feed_at": "; at {r} ranks {why}",
         "feed_undecided": "{loader}, {reads}: not decided even for 1 {gpu} (1 rank: {ips} against {need} images/s "
                           "needed, and {why})",
-        "feed_why": {"shared": "other work shared the host during its windows",
-                     "undrained": "its cold windows were not drained of what the loader queued meanwhile: run it again"},
+        "feed_why": {"shared": "other work shared the host during its windows: not judged",
+                     "undrained": "its cold windows opened on batches queued while the cache was emptied (a record made "
+                                  "before that was fixed): not judged, run it again"},
         "feed_why_noise": "its interval cannot tell",
         "stop_cpu": "; at {r} ranks the host's CPUs stop it ({busy}% busy, {ips} of {need} images/s)",
         "stop_storage": "; at {r} ranks the storage stops it (cold {ips} against warm {warm} images/s, reading "
@@ -59,11 +58,10 @@ FEED_TEXT = {
         "feed_none": "{loader}，{reads}：一块 {gpu} 也喂不饱（1 个进程：{ips}，一块需要 {need} 图像/秒）",
         "feed_unjudged": "{loader}，{reads}：最多 {r} 个进程，至多 {ips} 图像/秒（无速度可作判断）",
         "feed_noise": "；{r} 个进程时区间无法判断（{ips}，需要 {need} 图像/秒）",
-        "feed_shared": "；{r} 个进程时测量窗口内主机有其他工作：未判断",
-        "feed_undrained": "；{r} 个进程时冷读窗口开始时队列里已有清空缓存期间备好的批次（修正之前的记录）：未判断，请重新运行",
+        "feed_at": "；{r} 个进程时{why}",
         "feed_undecided": "{loader}，{reads}：连 1 块 {gpu} 也无法判断（1 个进程：{ips}，需要 {need} 图像/秒，{why}）",
-        "feed_why": {"shared": "测量窗口内主机有其他工作",
-                     "undrained": "冷读窗口前未清空加载器在此期间排队的批次：请重新运行"},
+        "feed_why": {"shared": "测量窗口内主机有其他工作：未判断",
+                     "undrained": "冷读窗口开始时队列里已有清空缓存期间备好的批次（修正之前的记录）：未判断，请重新运行"},
         "feed_why_noise": "区间无法判断",
         "stop_cpu": "；{r} 个进程时受限于主机 CPU（占用 {busy}%，{ips}/{need} 图像/秒）",
         "stop_storage": "；{r} 个进程时受限于存储（冷读 {ips}，热读 {warm} 图像/秒，读取 {read} MB/秒）",

@@ -17,7 +17,6 @@ from .common import SkipCase, cores_per_rank, dtype_fact, half_input
 from .normalize import MEAN_255, STD_255
 
 
-
 def make_dali_loader(case, ctx):
     try:
         import nvidia.dali  # noqa: F401
