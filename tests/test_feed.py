@@ -70,6 +70,7 @@ def test_feed_page_says_input_side_only_and_ends_on_its_answer(fed):
     assert "Input side only" in lines[title] and "one GPU trains resnet50 at 40.0 images/s (as given by --per-gpu)" in out
     # one process a rung has no interval: nothing is called fed or too slow on it
     assert "no interval (1 process)" in out and "| feeds " not in out
+    assert "needed, and it ran in one process, so it has no interval to judge by)" in " ".join(out.split())
     last = lines[[i for i, ln in enumerate(lines) if ln.startswith("Can this host feed")][-1]:]
     assert any("torch DataLoader, warm reads" in ln for ln in last)
     assert any("DALI CPU pipeline, cold reads" in ln for ln in last)

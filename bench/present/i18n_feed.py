@@ -20,7 +20,8 @@ FEED_TEXT = {
         "feed_at": "; at {r} ranks {why}",
         "feed_undecided": "{loader}, {reads}: not decided even for 1 {gpu} (1 rank: {ips} against {need} images/s "
                           "needed, and {why})",
-        "feed_why": {"shared": "other work shared the host during its windows: not judged",
+        "feed_why": {"no interval": "it ran in one process, so it has no interval to judge by",
+                     "shared": "other work shared the host during its windows: not judged",
                      "undrained": "its cold windows opened on batches queued while the cache was emptied (a record made "
                                   "before that was fixed): not judged, run it again"},
         "feed_why_noise": "its interval cannot tell",
@@ -60,7 +61,8 @@ FEED_TEXT = {
         "feed_noise": "；{r} 个进程时区间无法判断（{ips}，需要 {need} 图像/秒）",
         "feed_at": "；{r} 个进程时{why}",
         "feed_undecided": "{loader}，{reads}：连 1 块 {gpu} 也无法判断（1 个进程：{ips}，需要 {need} 图像/秒，{why}）",
-        "feed_why": {"shared": "测量窗口内主机有其他工作：未判断",
+        "feed_why": {"no interval": "只运行了 1 个进程，没有可作判断的区间",
+                     "shared": "测量窗口内主机有其他工作：未判断",
                      "undrained": "冷读窗口开始时队列里已有清空缓存期间备好的批次（修正之前的记录）：未判断，请重新运行"},
         "feed_why_noise": "区间无法判断",
         "stop_cpu": "；{r} 个进程时受限于主机 CPU（占用 {busy}%，{ips}/{need} 图像/秒）",
