@@ -56,6 +56,11 @@ def test_feed_measures_each_cpu_loader_at_1_and_2_ranks_warm_and_cold(fed):
         assert rank["data_set_bytes"] > 96 * 50_000 and rank["host_memory_bytes"] > rank["data_set_bytes"]
         assert ("cold_evict_s" in rank) == r.case["cold_reads"]
         assert r.metrics["storage_read_mb_per_s"] is not None and r.metrics["host_cpu_busy_pct"] > 0
+        # a torch rank hands its batches over as the workers made them, as a GPU rank does before its GPU
+        # normalizes them; DALI's CPU pipeline normalizes on the host either way
+        torch_rank = r.case["loader"] == "torch"
+        assert r.case["host_side_only"] == torch_rank == ("-host-side-" in r.case_id)
+        assert rank["loader_dtype"] == ("uint8" if torch_rank else "float")
     # cold windows read their files from storage; warm ones from the page cache
     cold = sum(r.metrics["storage_read_mb_per_s"] for r in records if r.case["cold_reads"])
     warm = sum(r.metrics["storage_read_mb_per_s"] for r in records if not r.case["cold_reads"])
@@ -148,6 +153,47 @@ def test_a_cold_record_whose_windows_were_not_drained_is_shown_never_judged(fed)
     assert feed_text.answer_line("en", first, H100).endswith(
         "(1 rank: 100.0 against 20.0 images/s needed, and its cold windows opened on batches queued while the cache "
         "was emptied (a record made before that was fixed): not judged, run it again)")
+
+
+@pytest.mark.slow
+def test_a_torch_record_whose_ranks_normalized_on_the_host_is_shown_never_judged(fed):
+    warm = ladder_of(fed[2], "torch", False, {1: 100.0, 2: 150.0})
+
+    def normalized(r: query.Record) -> query.Record:  # as the first torch feed records stored their case
+        d = copy.deepcopy(r.data)
+        del d["case"]["host_side_only"]
+        return query.wrap(d)
+    [ladder] = feed.ladders([warm[0], normalized(warm[1])], 80.0)
+    assert [g.verdict for g in ladder.rungs] == ["feeds", "host normalized"] and ladder.largest == 1
+    assert not ladder.decided and "at 2 ranks its ranks normalized every batch on the host, work a GPU rank does " \
+        "on its GPU (a record made before that was fixed): not judged, run it again" in feed_text.answer_line(
+            "en", ladder, H100)
+    assert "| not judged (normalized on the host) |" in table(feed_text.rows("en", [ladder]), ["a"] * 11)
+    assert "未判断（在主机上归一化）" in table(feed_text.rows("zh", [ladder]), ["a"] * 11)
+
+
+@pytest.mark.slow
+def test_each_loader_answers_from_its_newest_feed_run(fed):
+    """The torch DataLoader fed in one run and DALI in a later one: both answer, each judged by the pace its
+    own run kept; a later run of one loader replaces that loader's answer only."""
+    records = fed[2]
+
+    def later(r: query.Record, run: str, minutes: int) -> query.Record:
+        d = copy.deepcopy(r.data)
+        d.update(run_id=run, started_at=f"2099-01-01T00:{minutes:02d}:00+00:00")
+        return query.wrap(d)
+    dali = [later(r, "20990101T000100Z-dali", 1) for r in records if r.case["loader"] == "dali"]
+    torch_runs = [r for r in records if r.case["loader"] == "torch"]
+    runs = feed.latest_feeds(torch_runs + dali)
+    assert [run[0].run_id for run in runs] == ["20990101T000100Z-dali", records[0].run_id]
+    assert {feed.loader_of(r.case) for r in runs[0]} == {"dali-cpu"} and len(runs[1]) == 4
+    text = "\n".join(answers_text.feed_lines(torch_runs + dali))
+    assert f"(bench feed, runs 20990101T000100Z-dali, {records[0].run_id};" in text
+    assert "torch DataLoader, warm reads" in text and "DALI CPU pipeline, cold reads" in text
+    assert text.count("fits in this host's memory") == 1
+    newer_torch = [later(r, "20990101T000200Z-torch", 2) for r in torch_runs]
+    runs = feed.latest_feeds(torch_runs + dali + newer_torch)
+    assert [run[0].run_id for run in runs] == ["20990101T000200Z-torch", "20990101T000100Z-dali"]
 
 
 @pytest.mark.slow

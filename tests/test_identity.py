@@ -76,6 +76,22 @@ def test_a_knob_added_later_keeps_stored_ids_and_is_named_where_set(field, value
     assert label in labels.describe(changed.to_dict()) and label not in labels.describe(fed.to_dict())
 
 
+def test_a_feed_rank_of_the_torch_loader_leaves_normalizing_to_the_gpu_under_an_id_of_its_own():
+    from bench.core.feed_cases import feed_case
+    from bench.core.errors import CaseError
+    base = recipes.GPU_BASE.replace(device="cpu", data_dir="/d")
+    torch_rank, dali_rank = feed_case(base, "torch", 2, False), feed_case(base, "dali-cpu", 2, False)
+    assert torch_rank.host_side_only and not dali_rank.host_side_only  # DALI's CPU pipeline normalizes on the host
+    stored = {k: v for k, v in torch_rank.to_dict().items() if k != "host_side_only"}  # the first feed records
+    assert "-loader-only-host-side-224px-cpu-" in torch_rank.case_id and "host-side" not in identity.case_id(stored)
+    assert identity.differing_fields(stored, torch_rank) == {"host_side_only"}
+    assert "uint8 batches (normalizing left to the GPU)" in labels.describe(torch_rank.to_dict())
+    for wrong in (dali_rank, torch_rank.replace(host_side_only=False, loader_only=False), torch_rank.replace(
+            host_side_only=False, device="cuda")):
+        with pytest.raises(CaseError, match="host_side_only=True does nothing here .host_side_only needs "):
+            wrong.replace(host_side_only=True)
+
+
 def test_the_compiled_kernels_launched_from_cpp_is_a_knob_of_its_own():
     compiled = Case(precision="fp16", channels_last=True, compile="default", compile_scope="step")
     stored = {k: v for k, v in compiled.to_dict().items() if k != "compile_wrapper"}

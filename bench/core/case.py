@@ -109,6 +109,11 @@ class Case:
     """Empty the page cache of the data folder's files (posix_fadvise DONTNEED, no root needed) before each
     measured window, so the window's first reads of each file come from storage (DALI's reader then reads
     files rather than mapping them: pages a reader keeps mapped stay cached); needs a real loader."""
+    host_side_only: bool = False
+    """A torch DataLoader rank on the CPU standing in for a GPU rank (bench feed): its batches are handed over
+    as the workers made them (uint8), since a GPU rank converts and normalizes them on its GPU; on one H100
+    host that conversion alone took 315.7 ms a batch of 256 on one core. Needs loader='torch', loader_only
+    and device='cpu'."""
     dali_device: str = "mixed"
     """DALI decode placement: `mixed` (GPU decode) or `cpu`."""
     hw_decoder_load: float = AUTO

@@ -72,8 +72,9 @@ def validate(c) -> None:
     _one_of("compile_wrapper", c.compile_wrapper, COMPILE_WRAPPERS)
     _one_of("optimizer_impl", c.optimizer_impl, OPTIMIZER_IMPLS)
     _one_of("step_stream", c.step_stream, STEP_STREAMS)
-    for name in ("channels_last", "cudnn_benchmark", "loader_only", "overhead_check", "pin_memory", "non_blocking", "persistent_workers",
-                 "cold_reads", "dp_loss_in_forward", "gradient_as_bucket_view", "static_graph", "broadcast_buffers", "cuda_graph"):
+    for name in ("channels_last", "cudnn_benchmark", "loader_only", "overhead_check", "pin_memory", "non_blocking",
+                 "persistent_workers", "cold_reads", "host_side_only", "dp_loss_in_forward", "gradient_as_bucket_view",
+                 "static_graph", "broadcast_buffers", "cuda_graph"):
         if not isinstance(getattr(c, name), bool):
             raise CaseError(f"{name}={getattr(c, name)!r} must be true or false")
     _at_least("gpus", c.gpus, 1)

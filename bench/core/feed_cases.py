@@ -37,9 +37,10 @@ def parse_loaders(text: str) -> tuple[str, ...]:
 def feed_case(base: Case, loader: str, ranks: int, cold: bool) -> Case:
     """One rung: `ranks` pipelines of `loader` at once, each with this host's cores shared out over them
     (workers for torch, threads for DALI, resolved when it runs and stored as a fact). The torch loader's
-    batches stay on the host: with no GPU per rank there is nothing to pin them for."""
+    batches stay on the host: with no GPU per rank there is nothing to pin them for, and they stay uint8,
+    as a GPU rank's do until its GPU normalizes them (DALI's CPU pipeline normalizes on the host either way)."""
     on_gpu = loader == "dali-mixed"
-    kw = {"num_workers": AUTO, "prefetch_factor": 2} if loader == "torch" else {
+    kw = {"num_workers": AUTO, "prefetch_factor": 2, "host_side_only": True} if loader == "torch" else {
         "dali_device": "mixed" if on_gpu else "cpu", "dali_threads": AUTO}
     return base.replace(name=f"feed-{loader}", device="cuda" if on_gpu else "cpu", strategy="ddp", gpus=ranks,
                         loader="dali" if loader.startswith("dali") else "torch", loader_only=True,

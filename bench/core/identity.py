@@ -28,6 +28,7 @@ ID_DEFAULTS = {
     "dali_crop": "decoder", "compile_wrapper": "python", "step_stream": "default",
     "dali_cpu_share": 0.0, "cuda_max_connections": 0, "cudnn_benchmark_limit": 10, "inductor_options": "",
     "input_channels": 3, "model_source": "", "model_path": "", "cold_reads": False,
+    "host_side_only": False,
 }
 """Each field's value when ids were fixed, frozen: a field set to it is left out of the id. A new
 field is added here with its default (a stored case predates it and ran that way); a Case default
@@ -64,6 +65,8 @@ def idle_rules(c: dict) -> list[tuple[tuple[str, ...], str]]:
         (("pin_memory", "non_blocking"), c["device"] != "cuda", "host-to-GPU copy knobs need device='cuda'"),
         (("cuda_max_connections",), c["device"] != "cuda", "CUDA's hardware work queues need device='cuda'"),
         (("cold_reads",), c["loader"] == "synthetic", "cold_reads needs a real loader"),
+        (("host_side_only",), c["loader"] != "torch" or not c["loader_only"] or c["device"] != "cpu",
+         "host_side_only needs loader='torch', loader_only and device='cpu'"),
         (("dali_device", "hw_decoder_load", "dali_threads", "dali_prefetch_depth", "dali_handoff", "dali_crop",
           "dali_cpu_share"), c["loader"] != "dali", "DALI knobs need loader='dali'"),
         (("dali_handoff",), c["device"] != "cuda", "DALI's hand-over to a CUDA stream needs device='cuda'"),
@@ -120,6 +123,8 @@ def case_id(case) -> str:
         parts.append("loader-only")
     if c["cold_reads"]:
         parts.append("cold")
+    if c["host_side_only"]:
+        parts.append("host-side")
     parts += [f"{c['image_size']}px", c["device"]]
     digest = hashlib.sha1(json.dumps(id_knobs(c), sort_keys=True).encode()).hexdigest()[:8]
     return "-".join(str(p) for p in parts) + "-" + digest

@@ -45,6 +45,8 @@ def describe(case: dict) -> str:
     parts.append(loader + only)
     if case.get("cold_reads"):
         parts.append("cold reads (page cache emptied before each window)")
+    if case.get("host_side_only"):
+        parts.append("uint8 batches (normalizing left to the GPU)")
     if case.get("accumulation_steps", 1) > 1:
         parts.append(f"accumulate {case['accumulation_steps']} ({case['accumulation_mode']})")
     return ", ".join(parts)

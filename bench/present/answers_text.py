@@ -122,15 +122,18 @@ def claim_rows(found: list[answersmod.Answer], lang: str = "en") -> tuple[str, l
 
 
 def feed_lines(records: list[Record], lang: str = "en") -> list[str]:
-    """The newest feed run's answer (bench feed): how many GPUs this host feeds with each loader, judged by the
+    """The newest feed answer (bench feed) of each loader: how many GPUs this host feeds with it, judged by the
     pace its run kept; nothing where no feed ran here."""
-    mine = feed.latest_feed(records)
-    if not mine:
+    runs = feed.latest_feeds(records)
+    if not runs:
         return []
-    kept = (query.run_manifests(mine).get(mine[0].run_id) or {}).get("feed_pace") or {}
-    gpu = untrusted.clean(str(kept.get("gpu") or "GPU"))
-    said = feed_text.answers(lang, feed.ladders(mine, kept.get("images_per_s")), gpu)
-    return [i18n.t(lang, "feed_answer", run=mine[0].run_id)] + [ln for a in said for ln in wrap("- " + a)] + [""]
+    manifests = query.run_manifests([r for run in runs for r in run])
+    paces = [(manifests.get(run[0].run_id) or {}).get("feed_pace") or {} for run in runs]
+    ladders = [ladder for run, kept in zip(runs, paces) for ladder in feed.ladders(run, kept.get("images_per_s"))]
+    said = feed_text.answers(lang, ladders, untrusted.clean(str(paces[0].get("gpu") or "GPU")))
+    ids = ("、" if lang == "zh" else ", ").join(run[0].run_id for run in runs)
+    head = i18n.t(lang, "feed_answer" if len(runs) == 1 else "feed_answer_runs", run=ids)
+    return wrap(head) + [ln for a in said for ln in wrap("- " + a)] + [""]
 
 
 def machine_answers(machine: str, records: list[Record], models: list[str] | None = None, lang: str = "en") -> str:

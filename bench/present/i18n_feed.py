@@ -23,7 +23,9 @@ FEED_TEXT = {
         "feed_why": {"no interval": "it ran in one process, so it has no interval to judge by",
                      "shared": "other work shared the host during its windows: not judged",
                      "undrained": "its cold windows opened on batches queued while the cache was emptied (a record made "
-                                  "before that was fixed): not judged, run it again"},
+                                  "before that was fixed): not judged, run it again",
+                     "host normalized": "its ranks normalized every batch on the host, work a GPU rank does on its "
+                                        "GPU (a record made before that was fixed): not judged, run it again"},
         "feed_why_noise": "its interval cannot tell",
         "stop_cpu": "; at {r} ranks the host's CPUs stop it ({busy}% busy, {ips} of {need} images/s)",
         "stop_storage": "; at {r} ranks the storage stops it (cold {ips} against warm {warm} images/s, reading "
@@ -43,8 +45,10 @@ FEED_TEXT = {
         "feed_reads": {False: "warm reads", True: "cold reads"},
         "feed_verdicts": {"feeds": "feeds", "short": "too slow", "within noise": "within noise", "failed": "failed",
                           "no interval": "no interval (1 process)", "no pace": "-",
-                          "shared": "not judged (host shared)", "undrained": "not judged (cold queue not drained)"},
+                          "shared": "not judged (host shared)", "undrained": "not judged (cold queue not drained)",
+                          "host normalized": "not judged (normalized on the host)"},
         "feed_answer": "Feeding GPUs from this host (bench feed, run {run}; input side only, no GPU trained):",
+        "feed_answer_runs": "Feeding GPUs from this host (bench feed, runs {run}; input side only, no GPU trained):",
     },
     "zh": {
         "feed_title": "这台主机能否喂饱 {n} 块 {gpu}？仅输入侧：本机上的加载进程，无 GPU 训练",
@@ -63,7 +67,9 @@ FEED_TEXT = {
         "feed_undecided": "{loader}，{reads}：连 1 块 {gpu} 也无法判断（1 个进程：{ips}，需要 {need} 图像/秒，{why}）",
         "feed_why": {"no interval": "只运行了 1 个进程，没有可作判断的区间",
                      "shared": "测量窗口内主机有其他工作：未判断",
-                     "undrained": "冷读窗口开始时队列里已有清空缓存期间备好的批次（修正之前的记录）：未判断，请重新运行"},
+                     "undrained": "冷读窗口开始时队列里已有清空缓存期间备好的批次（修正之前的记录）：未判断，请重新运行",
+                     "host normalized": "各进程在主机上归一化每个批次，而 GPU 训练进程在 GPU 上做这一步（修正之前的记录）："
+                                        "未判断，请重新运行"},
         "feed_why_noise": "区间无法判断",
         "stop_cpu": "；{r} 个进程时受限于主机 CPU（占用 {busy}%，{ips}/{need} 图像/秒）",
         "stop_storage": "；{r} 个进程时受限于存储（冷读 {ips}，热读 {warm} 图像/秒，读取 {read} MB/秒）",
@@ -80,7 +86,9 @@ FEED_TEXT = {
         "feed_reads": {False: "热读", True: "冷读"},
         "feed_verdicts": {"feeds": "喂得饱", "short": "太慢", "within noise": "在噪声之内", "failed": "失败",
                           "no interval": "无区间（1 个进程）", "no pace": "-",
-                          "shared": "未判断（主机被共享）", "undrained": "未判断（冷读队列未清空）"},
+                          "shared": "未判断（主机被共享）", "undrained": "未判断（冷读队列未清空）",
+                          "host normalized": "未判断（在主机上归一化）"},
         "feed_answer": "本机喂 GPU 的能力（bench feed，运行 {run}；仅输入侧，无 GPU 训练）：",
+        "feed_answer_runs": "本机喂 GPU 的能力（bench feed，运行 {run}；仅输入侧，无 GPU 训练）：",
     },
 }

@@ -60,6 +60,10 @@ class EpochAfterEpoch(Sampler):
             epoch += 1
 
 
+DTYPE_NAMES = {torch.float32: "float", torch.float16: "float16", torch.uint8: "uint8"}
+"""The dtype a batch was delivered in, in the names the `loader_dtype` fact has in DALI's records."""
+
+
 class TorchLoader:
     def __init__(self, case, ctx):
         folder = data.scan(case.data_dir)
@@ -80,7 +84,10 @@ class TorchLoader:
             prefetch_factor=case.prefetch_factor if workers > 0 else None, drop_last=True)
         self.device = ctx.device
         self.non_blocking = case.non_blocking
-        self.normalize = DeviceNormalize(ctx.device, case.channels_last, case.input_channels)
+        # a CPU rank standing in for a GPU rank leaves the float conversion to the GPU it stands in for
+        self.normalize = None if case.host_side_only else DeviceNormalize(ctx.device, case.channels_last,
+                                                                          case.input_channels)
+        self.delivered_dtype = None
         self.skipped_files = len(folder.skipped)
         self.corrupt_replaced = 0
         self.prefetch_batches = workers * case.prefetch_factor if workers else 0
@@ -98,12 +105,14 @@ class TorchLoader:
             # so only the wait for the workers above counts as waiting for data
             images = images.to(self.device, non_blocking=self.non_blocking)
             labels = labels.to(self.device, non_blocking=self.non_blocking)
-            yield self.normalize(images), labels
+            images = self.normalize(images) if self.normalize else images
+            self.delivered_dtype = DTYPE_NAMES.get(images.dtype, str(images.dtype))
+            yield images, labels
 
     def facts(self) -> dict:
         return {"loader_images": len(self.dataset), "non_jpeg_files_skipped": self.skipped_files,
                 "corrupt_images_replaced": self.corrupt_replaced, "loader_epochs_started": self.sampler.epochs_started,
-                "loader_threads": self.workers}
+                "loader_threads": self.workers, "loader_dtype": self.delivered_dtype}
 
     def close(self) -> None:
         self.loader = None
