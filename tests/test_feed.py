@@ -129,6 +129,7 @@ def test_the_largest_n_fed_and_what_stops_the_next(fed):
     none = feed.ladders(loose, 120.0)[0]
     assert none.largest == 0 and feed_text.answer_line("en", none, H100).startswith(
         f"DALI CPU pipeline, warm reads: feeds no {H100} at full speed (1 rank: 100.0 of the 120.0")
+    assert "one needs); at 1 rank neither the CPUs (50% busy)" in feed_text.answer_line("en", none, H100)
 
 
 @pytest.mark.slow

@@ -43,14 +43,16 @@ def stop_text(lang: str, ladder: Ladder) -> str:
     s = ladder.stop
     if s.get("kind") in (None, "none"):
         return ""
+    rank_word = "rank" if s.get("ranks") == 1 else "ranks"  # English only: the Chinese has no plural
     if not ladder.decided:
         why = t(lang, "feed_why").get(s.get("verdict"))  # the same reason the first rung's answer gives
         if why:
-            return t(lang, "feed_at", r=s["ranks"], why=why)
-        return t(lang, "feed_noise", r=s["ranks"], ips=fmt(s.get("images_per_s")), need=fmt(s.get("need")))
+            return t(lang, "feed_at", r=s["ranks"], ranks=rank_word, why=why)
+        return t(lang, "feed_noise", r=s["ranks"], ranks=rank_word, ips=fmt(s.get("images_per_s")),
+                 need=fmt(s.get("need")))
     pct = "-" if s.get("busy_pct") is None else f"{s['busy_pct']:.0f}"
-    return t(lang, f"stop_{s['kind']}", r=s["ranks"], busy=pct, ips=fmt(s.get("images_per_s")), need=fmt(s.get("need")),
-             read=fmt(s.get("read_mb_per_s")), warm=fmt(s.get("warm_images_per_s")),
+    return t(lang, f"stop_{s['kind']}", r=s["ranks"], ranks=rank_word, busy=pct, ips=fmt(s.get("images_per_s")),
+             need=fmt(s.get("need")), read=fmt(s.get("read_mb_per_s")), warm=fmt(s.get("warm_images_per_s")),
              threads=s.get("threads") or "-", reason=untrusted.clean(str(s.get("reason", "")))[:160])
 
 

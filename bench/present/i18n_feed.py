@@ -16,8 +16,8 @@ FEED_TEXT = {
                         "{need} needed; {threads} workers or threads per rank); more ranks were not tried",
         "feed_none": "{loader}, {reads}: feeds no {gpu} at full speed (1 rank: {ips} of the {need} images/s one needs)",
         "feed_unjudged": "{loader}, {reads}: up to {r} rank(s), {ips} images/s at the most (no pace to judge by)",
-        "feed_noise": "; at {r} ranks its interval cannot tell ({ips} against {need} images/s needed)",
-        "feed_at": "; at {r} ranks {why}",
+        "feed_noise": "; at {r} {ranks} its interval cannot tell ({ips} against {need} images/s needed)",
+        "feed_at": "; at {r} {ranks} {why}",
         "feed_undecided": "{loader}, {reads}: not decided even for 1 {gpu} (1 rank: {ips} against {need} images/s "
                           "needed, and {why})",
         "feed_why": {"no interval": "it ran in one process, so it has no interval to judge by",
@@ -27,12 +27,12 @@ FEED_TEXT = {
                      "host normalized": "its ranks normalized every batch on the host, work a GPU rank does on its "
                                         "GPU (a record made before that was fixed): not judged, run it again"},
         "feed_why_noise": "its interval cannot tell",
-        "stop_cpu": "; at {r} ranks the host's CPUs stop it ({busy}% busy, {ips} of {need} images/s)",
-        "stop_storage": "; at {r} ranks the storage stops it (cold {ips} against warm {warm} images/s, reading "
+        "stop_cpu": "; at {r} {ranks} the host's CPUs stop it ({busy}% busy, {ips} of {need} images/s)",
+        "stop_storage": "; at {r} {ranks} the storage stops it (cold {ips} against warm {warm} images/s, reading "
                         "{read} MB/s)",
-        "stop_memory": "; at {r} ranks memory stops it ({reason})",
-        "stop_failed": "; at {r} ranks it failed ({reason})",
-        "stop_loader": "; at {r} ranks neither the CPUs ({busy}% busy) nor the storage ({read} MB/s) is full: "
+        "stop_memory": "; at {r} {ranks} memory stops it ({reason})",
+        "stop_failed": "; at {r} {ranks} it failed ({reason})",
+        "stop_loader": "; at {r} {ranks} neither the CPUs ({busy}% busy) nor the storage ({read} MB/s) is full: "
                        "the loader's own settings stop it ({threads} workers or threads per rank, {ips} of {need} "
                        "images/s)",
         "feed_fits": "warm reads: the data set ({size} GB) fits in this host's memory ({memory} GB), so they came "
