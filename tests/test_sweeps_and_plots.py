@@ -114,6 +114,35 @@ def test_report_writes_plots_and_report_md(tmp_path):
     assert not (tmp_path / "out" / "plots" / "baseline-vs-best.png").exists()  # no `best` case stored
 
 
+def test_plots_are_drawn_once_per_set_of_records_titles_and_code(tmp_path, monkeypatch):
+    from bench.present import plot_cache
+    monkeypatch.setenv("BENCH_DATA_CACHE", str(tmp_path / "cache"))
+    recs = query.load([_ablation_records(tmp_path)])[0]
+    first = plots.write_all(recs, tmp_path / "a", ("m", "c"))
+    assert [p.name for p in first] == ["scaling.png", "baseline-vs-seed-optimized.png", "ablation.png"]
+
+    def drawn(*a, **kw):
+        raise RuntimeError("drawn again")
+    for name in ("scaling", "baseline_vs_optimized", "ablation_waterfall"):
+        monkeypatch.setattr(plots, name, drawn)
+    again = plots.write_all(recs, tmp_path / "b", ("m", "c"))  # copied, not drawn
+    assert [p.read_bytes() for p in again] == [p.read_bytes() for p in first] and again[0].parent == tmp_path / "b"
+    assert plots.write_all(query.load([tmp_path / "r"])[0][::-1], tmp_path / "e", ("m", "c"))  # read again: kept
+    for changed in (lambda: plots.write_all(recs[:-1], tmp_path / "c", ("m", "c")),  # another set of records
+                    lambda: plots.write_all(recs, tmp_path / "d", ("m", "another commit"))):  # other titles
+        with pytest.raises(RuntimeError, match="drawn again"):
+            changed()
+    monkeypatch.setattr(plot_cache, "code_digest", lambda: "the suite's code changed")
+    with pytest.raises(RuntimeError, match="drawn again"):
+        plots.write_all(recs, tmp_path / "f", ("m", "c"))
+    monkeypatch.undo()
+    monkeypatch.setenv("BENCH_DATA_CACHE", str(tmp_path / "cache"))
+    monkeypatch.setenv("BENCH_PLOT_CACHE", "0")
+    monkeypatch.setattr(plots, "scaling", drawn)
+    with pytest.raises(RuntimeError, match="drawn again"):  # turned off: always drawn
+        plots.write_all(recs, tmp_path / "g", ("m", "c"))
+
+
 def test_plots_need_data():
     assert plots.scaling([], Path("/nonexistent")) is None
     assert plots.ablation_waterfall([], Path("/nonexistent")) is None

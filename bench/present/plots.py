@@ -10,6 +10,7 @@ from ..analysis import noise
 from ..core import verdicts
 from ..store import query
 from ..store.record import Record
+from . import plot_cache
 
 
 def _pyplot():
@@ -142,7 +143,14 @@ def _save(fig, path: Path) -> Path:
 
 
 def write_all(records: list[Record], out: Path, where: tuple = ()) -> list[Path]:
-    """Every plot the records support; `where` = (machine, commit) for the titles."""
+    """Every plot the records support; `where` = (machine, commit) for the titles. Drawn once per set of
+    records and code (plot_cache.py), then copied."""
+    digest = plot_cache.key(records, where)
+    kept = plot_cache.fetch(digest, out)
+    if kept is not None:
+        return kept
     made = [scaling(records, out, where), baseline_vs_optimized(records, out, where=where),
             baseline_vs_optimized(records, out, optimized="best", where=where), ablation_waterfall(records, out, where)]
-    return [p for p in made if p]
+    made = [p for p in made if p]
+    plot_cache.keep(digest, made)
+    return made
