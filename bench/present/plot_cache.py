@@ -1,6 +1,6 @@
-"""Plots drawn once per set of records: a report draws each machine and commit's PNGs again on every call
-(about 7 s of `bin/bench report`'s 11 here, for 36 plots), though the stored records they show rarely
-changed. The PNGs are kept in the suite's cache folder under a digest of everything that decides them:
+"""Plots drawn once per set of records: a report drew each machine and commit's PNGs again on every call
+(7.8 s of `bin/bench report`'s 11.3 under a profiler on a 2-core machine, for 36 plots), though the stored
+records they show rarely changed. The PNGs are kept in the suite's cache folder under a digest of everything that decides them:
 the records as stored, the titles' machine and commit, the suite's own code and matplotlib's version.
 Any change to one of them draws them again."""
 from __future__ import annotations
