@@ -60,6 +60,11 @@ def loader_of(case: dict) -> str:
     return case["loader"] if case["loader"] == "torch" else f"dali-{case['dali_device']}"
 
 
+def ladder_key(case: dict) -> tuple[str, bool]:
+    """The ladder a feed record is a rung of: its loader, and warm or cold reads."""
+    return loader_of(case), bool(case.get("cold_reads"))
+
+
 def gpu_key(name: str) -> str:
     """A GPU model's name as its machine folders spell it (`NVIDIA H100 80GB HBM3`: nvidia-h100-80gb-hbm3)."""
     return re.sub(r"[^a-z0-9]+", "-", name.lower()).strip("-")
@@ -106,7 +111,7 @@ def ladders(feed: list[query.Record], per_gpu: float | None) -> list[Ladder]:
     found: dict = {}
     for r in query.latest(feed):
         c = r.case
-        found.setdefault((loader_of(c), bool(c.get("cold_reads"))), []).append(r)
+        found.setdefault(ladder_key(c), []).append(r)
     out = []
     order = {name: i for i, name in enumerate(FEED_LOADERS)}
     for (loader, cold), recs in sorted(found.items(), key=lambda kv: (order.get(kv[0][0], 9), kv[0][1])):
@@ -157,11 +162,6 @@ def latest_feeds(records: list[query.Record]) -> list[list[query.Record]]:
     run first: a run's ladders are judged by the pace it kept, and a loader fed in a run of its own (DALI
     after the torch DataLoader, say) keeps its answer beside the other's."""
     feed = [r for r in records if r.sweep == FEED_SWEEP and r.case.get("loader_only")]
-    newest = {}
-    for r in sorted(feed, key=lambda r: (r.started_at, r.run_id)):
-        newest[(loader_of(r.case), bool(r.case.get("cold_reads")))] = r.run_id
-    runs: dict = {}
-    for r in feed:
-        if newest[(loader_of(r.case), bool(r.case.get("cold_reads")))] == r.run_id:
-            runs.setdefault(r.run_id, []).append(r)
-    return [runs[run] for run in sorted(runs, key=lambda run: max(r.started_at for r in runs[run]), reverse=True)]
+    newest = {ladder_key(r.case): r.run_id for r in sorted(feed, key=lambda r: (r.started_at, r.run_id))}
+    chosen = [r for r in feed if newest[ladder_key(r.case)] == r.run_id]
+    return [run for _, run in query.newest_first(chosen, "run_id")]
