@@ -104,14 +104,16 @@ def test_the_largest_n_fed_and_what_stops_the_next(fed):
     assert ladder.stop["kind"] == "cpu" and ladder.stop["ranks"] == 2
     line = feed_text.answer_line("en", ladder, H100)
     threads = ladder.rungs[0].record.data["ranks"][0]["loader_threads"]  # the machine's cores over 1 rank
-    assert line.startswith(f"torch DataLoader, warm reads: feeds 1 x {H100} at full speed (100.0 images/s, 80.0 needed; "
-                           f"{threads} workers or threads per rank)")
-    assert "at 2 ranks the host's CPUs stop it (97% busy, 150.0 of 160.0 images/s)" in line
+    # each figure a verdict rests on carries the 95% interval it was judged by (+-2% here)
+    assert line.startswith(f"torch DataLoader, warm reads: feeds 1 x {H100} at full speed (100.0 (95% interval "
+                           f"98.0-102.0) images/s, 80.0 needed; {threads} workers or threads per rank)")
+    assert "at 2 ranks the host's CPUs stop it (97% busy, 150.0 (95% interval 147.0-153.0) of 160.0 images/s)" in line
     # cold at 2 ranks far below warm, the host not full: the storage stops it
     cold = ladder_of(records, "torch", True, {1: 95.0, 2: 90.0}, host_cpu_busy_pct=40.0, storage_read_mb_per_s=12.5)
     ladders = {(x.loader, x.cold): x for x in feed.ladders(warm + cold, 80.0)}
     assert ladders[("torch", True)].stop["kind"] == "storage"
-    assert "the storage stops it (cold 90.0 against warm 150.0 images/s, reading 12.5 MB/s)" in \
+    assert "the storage stops it (cold 90.0 (95% interval 88.2-91.8) against warm 150.0 (95% interval 147.0-153.0) " \
+        "images/s, reading 12.5 MB/s)" in \
         feed_text.answer_line("en", ladders[("torch", True)], H100)
     # neither full: the loader's own settings; within noise: not decided; all fed: the most measured
     loose = ladder_of(records, "dali-cpu", False, {1: 100.0, 2: 150.0}, host_cpu_busy_pct=50.0)
@@ -119,7 +121,8 @@ def test_the_largest_n_fed_and_what_stops_the_next(fed):
     close = ladder_of(records, "dali-cpu", False, {1: 100.0, 2: 158.0}, host_cpu_busy_pct=50.0)
     undecided = feed.ladders(close, 80.0)[0]
     assert undecided.largest == 1 and not undecided.decided
-    assert "at 2 ranks its interval cannot tell" in feed_text.answer_line("en", undecided, H100)
+    assert "at 2 ranks its interval cannot tell (158.0 (95% interval 154.8-161.2) against 160.0 images/s needed)" in \
+        feed_text.answer_line("en", undecided, H100)
     busy = ladder_of(records, "dali-cpu", False, {1: 100.0, 2: 150.0}, host_cpu_outside_pct=35.0)
     shared = feed.ladders(busy, 80.0)[0]  # others' work on the host during the windows: never judged
     assert [g.verdict for g in shared.rungs] == ["shared", "shared"] and shared.largest == 0 and not shared.decided
@@ -130,6 +133,8 @@ def test_the_largest_n_fed_and_what_stops_the_next(fed):
     assert none.largest == 0 and feed_text.answer_line("en", none, H100).startswith(
         f"DALI CPU pipeline, warm reads: feeds no {H100} at full speed (1 rank: 100.0 of the 120.0")
     assert "one needs); at 1 rank neither the CPUs (50% busy)" in feed_text.answer_line("en", none, H100)
+    assert "threads per rank, 100.0 (95% interval 98.0-102.0) of 120.0 images/s)" in feed_text.answer_line("en", none, H100)
+    assert "100.0（95% 区间 98.0-102.0）/120.0 图像/秒" in feed_text.answer_line("zh", none, H100)
 
 
 @pytest.mark.slow

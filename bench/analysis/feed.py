@@ -143,7 +143,7 @@ def judge(ladder: Ladder, every: dict) -> None:
 def stop_reason(rung: Rung, warm: Ladder | None) -> dict:
     r = rung.record
     m = r.metrics
-    facts = {"ranks": rung.ranks, "images_per_s": r.images_per_s, "need": rung.need,
+    facts = {"ranks": rung.ranks, "images_per_s": r.images_per_s, "ci95": r.ci95, "need": rung.need,
              "busy_pct": m.get("host_cpu_busy_pct"), "read_mb_per_s": m.get("storage_read_mb_per_s"),
              "threads": loader_threads(r)}
     if not r.ok:
@@ -151,7 +151,8 @@ def stop_reason(rung: Rung, warm: Ladder | None) -> dict:
         return {"kind": "memory" if memory else "failed", "reason": r.data.get("reason") or r.status, **facts}
     same = next((g for g in warm.rungs if g.ranks == rung.ranks and g.record.ok), None) if warm else None
     if same and same.record.ci95 and r.ci95 and r.ci95[1] < same.record.ci95[0]:  # cold wholly below warm
-        return {"kind": "storage", "warm_images_per_s": same.record.images_per_s, **facts}
+        return {"kind": "storage", "warm_images_per_s": same.record.images_per_s, "warm_ci95": same.record.ci95,
+                **facts}
     if facts["busy_pct"] is not None and facts["busy_pct"] >= CPU_FULL_PCT:
         return {"kind": "cpu", **facts}
     return {"kind": "loader", **facts}

@@ -32,11 +32,19 @@ def answer_line(lang: str, ladder: Ladder, gpu: str) -> str:
         first = ladder.rungs[0]
         key = "feed_none" if ladder.decided else "feed_undecided"
         why = t(lang, "feed_why").get(first.verdict) or t(lang, "feed_why_noise")
-        return t(lang, key, ips=fmt(first.record.images_per_s), need=fmt(first.need), why=why, **words) + (
+        # within noise, its interval is what cannot tell; decided, the stop that follows at this rung gives it
+        ips = judged(lang, first.record.images_per_s, first.record.ci95) if first.verdict == "within noise" else fmt(
+            first.record.images_per_s)
+        return t(lang, key, ips=ips, need=fmt(first.need), why=why, **words) + (
             stop_text(lang, ladder) if ladder.decided else "")
     key = "feed_fed_all" if ladder.stop.get("kind") == "none" else "feed_fed"
-    return t(lang, key, r=fed.ranks, ips=fmt(fed.record.images_per_s), need=fmt(fed.need),
+    return t(lang, key, r=fed.ranks, ips=judged(lang, fed.record.images_per_s, fed.record.ci95), need=fmt(fed.need),
              threads=threads_of(fed.record), **words) + stop_text(lang, ladder)
+
+
+def judged(lang: str, ips: float | None, ci95) -> str:
+    """A rung's figure with the 95% interval its verdict was judged by, where it has one."""
+    return fmt(ips) + (t(lang, "feed_ci", lo=fmt(ci95[0]), hi=fmt(ci95[1])) if ci95 else "")
 
 
 def stop_text(lang: str, ladder: Ladder) -> str:
@@ -48,11 +56,12 @@ def stop_text(lang: str, ladder: Ladder) -> str:
         why = t(lang, "feed_why").get(s.get("verdict"))  # the same reason the first rung's answer gives
         if why:
             return t(lang, "feed_at", r=s["ranks"], ranks=rank_word, why=why)
-        return t(lang, "feed_noise", r=s["ranks"], ranks=rank_word, ips=fmt(s.get("images_per_s")),
-                 need=fmt(s.get("need")))
+        return t(lang, "feed_noise", r=s["ranks"], ranks=rank_word,
+                 ips=judged(lang, s.get("images_per_s"), s.get("ci95")), need=fmt(s.get("need")))
     pct = "-" if s.get("busy_pct") is None else f"{s['busy_pct']:.0f}"
-    return t(lang, f"stop_{s['kind']}", r=s["ranks"], ranks=rank_word, busy=pct, ips=fmt(s.get("images_per_s")),
-             need=fmt(s.get("need")), read=fmt(s.get("read_mb_per_s")), warm=fmt(s.get("warm_images_per_s")),
+    return t(lang, f"stop_{s['kind']}", r=s["ranks"], ranks=rank_word, busy=pct,
+             ips=judged(lang, s.get("images_per_s"), s.get("ci95")), need=fmt(s.get("need")),
+             read=fmt(s.get("read_mb_per_s")), warm=judged(lang, s.get("warm_images_per_s"), s.get("warm_ci95")),
              threads=s.get("threads") or "-", reason=untrusted.clean(str(s.get("reason", "")))[:160])
 
 

@@ -27,6 +27,7 @@ FEED_TEXT = {
                      "host normalized": "its ranks normalized every batch on the host, work a GPU rank does on its "
                                         "GPU (a record made before that was fixed): not judged, run it again"},
         "feed_why_noise": "its interval cannot tell",
+        "feed_ci": " (95% interval {lo}-{hi})",
         "stop_cpu": "; at {r} {ranks} the host's CPUs stop it ({busy}% busy, {ips} of {need} images/s)",
         "stop_storage": "; at {r} {ranks} the storage stops it (cold {ips} against warm {warm} images/s, reading "
                         "{read} MB/s)",
@@ -71,6 +72,7 @@ FEED_TEXT = {
                      "host normalized": "各进程在主机上归一化每个批次，而 GPU 训练进程在 GPU 上做这一步（修正之前的记录）："
                                         "未判断，请重新运行"},
         "feed_why_noise": "区间无法判断",
+        "feed_ci": "（95% 区间 {lo}-{hi}）",
         "stop_cpu": "；{r} 个进程时受限于主机 CPU（占用 {busy}%，{ips}/{need} 图像/秒）",
         "stop_storage": "；{r} 个进程时受限于存储（冷读 {ips}，热读 {warm} 图像/秒，读取 {read} MB/秒）",
         "stop_memory": "；{r} 个进程时受限于内存（{reason}）",
