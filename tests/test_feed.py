@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from bench.analysis import feed
+from bench.analysis import compare, feed
 from bench.cli import feed as feed_cli
 from bench.cli.main import main
 from bench.data import generate
@@ -155,6 +155,13 @@ def test_a_cold_record_whose_windows_were_not_drained_is_shown_never_judged(fed)
         feed_text.answer_line("en", ladder, H100)
     assert "| not judged (cold queue not drained) |" in table(feed_text.rows("en", [ladder]), ["a"] * 11)
     assert "冷读队列未清空" in table(feed_text.rows("zh", [ladder]), ["a"] * 11)
+    # compare matches it with a drained run of the same id, but judges nothing: the drain changed the measurement
+    rows = compare.compare([cold[0], undrained(cold[1])], [cold[0], with_interval(cold[1], 60.0)])
+    row = next(r for r in rows if r["case"] == cold[1].case_id)
+    assert row["verdict"] == "inconclusive" and row["delta_pct"] == pytest.approx(-60.0)
+    assert row["note"] == "cold windows undrained in a (flattered): not judged" and not compare.regressions(rows, 5)
+    rows = compare.compare([cold[0], cold[1]], [cold[0], with_interval(cold[1], 60.0)])  # both drained: judged
+    assert next(r for r in rows if r["case"] == cold[1].case_id)["verdict"] == "slower" and compare.regressions(rows, 5)
     [first] = feed.ladders([undrained(cold[0])], 20.0)  # on its first rung the answer says why nothing is decided
     assert feed_text.answer_line("en", first, H100).endswith(
         "(1 rank: 100.0 against 20.0 images/s needed, and its cold windows opened on batches queued while the cache "

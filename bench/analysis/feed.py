@@ -51,6 +51,13 @@ def rank_facts(r: query.Record) -> dict:
     return (r.data.get("ranks") or [{}])[0]
 
 
+def undrained(r: query.Record) -> bool:
+    """A cold feed record made before its windows drained what the loader queued during the eviction:
+    those batches came free, so its figure is flattered and measures something else than a drained one's."""
+    return bool(r.case.get("cold_reads")) and bool(r.data.get("ranks")) \
+        and "cold_batches_drained_per_window" not in rank_facts(r)
+
+
 def loader_threads(r: query.Record) -> int | None:
     """The workers (torch) or threads (DALI) each rank's loader ran with, as the rank resolved them."""
     return rank_facts(r).get("loader_threads")
@@ -94,8 +101,8 @@ def verdict(r: query.Record, need: float | None) -> str:
         return "no pace"
     if r.shared_label:  # another's work on the host (or GPU) during its windows: shown, never judged
         return "shared"
-    if r.case.get("cold_reads") and "cold_batches_drained_per_window" not in rank_facts(r):
-        return "undrained"  # its windows got the batches made during the eviction free: flattered, never judged
+    if undrained(r):
+        return "undrained"
     if r.case["loader"] == "torch" and not r.case.get("host_side_only"):
         # its ranks converted every batch to normalized floats on the host, work a GPU rank does on its GPU:
         # on one H100 host that alone held 2 ranks to 1,538.4 images/s against 3,216.9 without it
