@@ -20,6 +20,14 @@ def tiny():
     return TINY
 
 
+@pytest.fixture
+def small_net():
+    """TINY with tests/smallnets.py's conv_bn in place of ResNet-18, as a user's factory: for the cases that
+    compile, where ResNet-18's compile took most of the test suite's time on a fresh machine."""
+    from bench.core.models import model_fields
+    return TINY.replace(**model_fields("smallnets:conv_bn"))
+
+
 # Every case this test session starts carries this prefix in its token (and so do the processes of
 # the sweeps its tests start), so a leftover check follows only its own processes, however many
 # other bench jobs run on the machine.

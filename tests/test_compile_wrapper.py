@@ -2,13 +2,16 @@
 against the graphs Inductor built, and the recipe of such a case runs on its own."""
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
 from bench.core import labels
-from bench.harness.launch import run_case
+from bench.harness.launch import cached_env, run_case
 from bench.present import recipe
 from bench.worker.dtype_check import LabelMismatch, check_compile_wrapper
+
+ROOT = Path(__file__).resolve().parent.parent
 
 
 def test_the_label_is_checked_against_the_graphs_inductor_built():
@@ -21,10 +24,10 @@ def test_the_label_is_checked_against_the_graphs_inductor_built():
 
 
 @pytest.mark.slow
-def test_a_step_launched_from_cpp_runs_is_labelled_and_its_recipe_runs(tiny, tmp_path):
-    case = tiny.replace(compile="default", compile_scope="step", compile_wrapper="cpp", precision="bf16",
-                        inductor_options="coordinate_descent_tuning",
-                        optimizer_impl="fused", warmup_steps=2, repeats=1, timeout_s=420)
+def test_a_step_launched_from_cpp_runs_is_labelled_and_its_recipe_runs(small_net, tmp_path):
+    case = small_net.replace(compile="default", compile_scope="step", compile_wrapper="cpp", precision="bf16",
+                             inductor_options="coordinate_descent_tuning",
+                             optimizer_impl="fused", warmup_steps=2, repeats=1, timeout_s=420)
     r = run_case(case)
     assert r["status"] == "ok", r
     assert r["ranks"][0]["cpp_wrapper_graphs"] >= 2  # the step's forward and its backward
@@ -35,7 +38,8 @@ def test_a_step_launched_from_cpp_runs_is_labelled_and_its_recipe_runs(tiny, tmp
     assert "'compile_wrapper': 'cpp'," in path.read_text()
     # the recipe turns on the Inductor settings the case ran with, by their own names
     assert "'inductor_options': 'coordinate_descent_tuning'," in path.read_text()
+    # with the case's Inductor cache, as a user's recipe has its own: the same graphs are not compiled twice
     ran = subprocess.run([sys.executable, str(path), "--warmup", "1", "--steps", "2", "--windows", "1"],
-                         capture_output=True, text=True, timeout=420)
+                         capture_output=True, text=True, timeout=420, env=cached_env(ROOT))
     assert ran.returncode == 0, ran.stderr[-2000:]
     assert float(ran.stdout.split("images/s: ")[1].split()[0]) > 0

@@ -210,11 +210,11 @@ def test_worker_command_passes_rendezvous_through(tiny):
 
 @pytest.mark.parametrize("scope,precision,optimizer,options", [("model", "bf16", "default", ""),
                                                                 ("step", "bf16", "fused", "conv_1x1_as_mm")])
-def test_compile_knob_runs_and_reports_its_first_step(tiny, scope, precision, optimizer, options):
+def test_compile_knob_runs_and_reports_its_first_step(small_net, scope, precision, optimizer, options):
     """torch.compile as a case knob, of the model or of the whole forward + loss: compilation lands in
     the first step, not in the window, and the label is checked against what the compiled graph computed
     and the Inductor settings it was compiled with."""
-    r = run_case(tiny.replace(compile="default", compile_scope=scope, precision=precision, optimizer_impl=optimizer,
+    r = run_case(small_net.replace(compile="default", compile_scope=scope, precision=precision, optimizer_impl=optimizer,
                               inductor_options=options, warmup_steps=2, repeats=1, timeout_s=240))
     assert r["status"] == "ok", r
     m = r["metrics"]
