@@ -143,10 +143,12 @@ def find_pair(claim: Claim, records: list[query.Record], min_gpus: int = 1):
     refused = []
     for before, after in claim.change:
         found = []
-        for a in records:
-            for b in records:
+        befores = [r for r in records if r.case["name"] == before and r.case["gpus"] >= min_gpus]
+        afters = [r for r in records if r.case["name"] == after]  # each pair as the two loops over all met it
+        for a in befores:
+            for b in afters:
                 ca, cb = a.case, b.case
-                if ca["name"] != before or cb["name"] != after or ca["gpus"] != cb["gpus"] or ca["gpus"] < min_gpus:
+                if ca["gpus"] != cb["gpus"]:
                     continue
                 extra = differing_fields(ca, cb) - set(claim.knobs or ())
                 if claim.knobs is not None and extra:

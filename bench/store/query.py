@@ -71,8 +71,25 @@ def _manifest(r: Record, cache: dict) -> dict:
     return cache[path][0] or {}
 
 
+_parsed: dict[Path, tuple[tuple, tuple[dict | None, str]]] = {}
+"""Each manifest read in this process, under the size and time of change it was read at: one report asks for
+the same manifests hundreds of times, and each read checked every string of them again. Shared, never changed."""
+
+
 def parse_manifest(path: Path) -> tuple[dict | None, str]:
     """(a run's manifest, '') or (None, why not): '' too for a missing file, which is no problem of the data."""
+    try:
+        st = path.stat()
+    except OSError:
+        return None, ""
+    stamp = (st.st_mtime_ns, st.st_size, st.st_ino)
+    kept = _parsed.get(path)
+    if kept is None or kept[0] != stamp:
+        kept = _parsed[path] = (stamp, _parse_manifest(path))
+    return kept[1]
+
+
+def _parse_manifest(path: Path) -> tuple[dict | None, str]:
     try:
         m = json.loads(path.read_text())
     except OSError:
