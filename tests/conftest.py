@@ -20,6 +20,25 @@ def tiny():
     return TINY
 
 
+@pytest.fixture(scope="session")
+def tiny_run():
+    """TINY run once in a fresh process, with what rank 0 said of its phases as it ran: the tests of a single
+    case's record and of live progress read this one run."""
+    from bench.harness.launch import run_case
+    heard = []
+    return run_case(TINY, on_phase=heard.append), heard
+
+
+@pytest.fixture(scope="session")
+def ddp_pair():
+    """TINY as two gloo ranks under torchrun, run twice, the second started ahead in the first's teardown:
+    the test of a DDP case's record and the test of starting ahead read these two runs."""
+    from bench.harness.launch import run_case
+    pair = TINY.replace(strategy="ddp", gpus=2)
+    first = run_case(pair, then=pair)
+    return first, run_case(pair)
+
+
 @pytest.fixture
 def small_net():
     """TINY with tests/smallnets.py's conv_bn in place of ResNet-18, as a user's factory: for the cases that

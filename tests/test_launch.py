@@ -47,8 +47,8 @@ def leftovers(wait_s: float = 0.0) -> list[int]:
         time.sleep(0.2)
 
 
-def test_single_case_end_to_end(tiny):
-    r = run_case(tiny)
+def test_single_case_end_to_end(tiny, tiny_run):
+    r = tiny_run[0]
     assert r["status"] == "ok", r
     m = r["metrics"]
     assert m["images_per_s"] > 0 and m["images_per_s_per_gpu"] == m["images_per_s"]
@@ -70,9 +70,9 @@ def test_dp_on_the_cpu_runs_the_seed_knobs_in_bf16(tiny):
 
 
 @pytest.mark.parametrize("ranks", [2, 4])
-def test_ddp_over_gloo_ranks_through_torchrun(tiny, ranks):
-    case = tiny.replace(strategy="ddp", gpus=ranks)
-    r = run_case(case)
+def test_ddp_over_gloo_ranks_through_torchrun(tiny, ranks, request):
+    # two ranks: the run the start-ahead test reads too (conftest.ddp_pair)
+    r = request.getfixturevalue("ddp_pair")[0] if ranks == 2 else run_case(tiny.replace(strategy="ddp", gpus=ranks))
     assert r["status"] == "ok", r
     assert sorted(x["rank"] for x in r["ranks"]) == list(range(ranks))
     assert r["metrics"]["global_batch"] == 4 * ranks

@@ -61,14 +61,12 @@ def test_worker_env_keeps_caches_and_lets_bytecode_be_written(tiny, monkeypatch,
 
 
 @pytest.mark.slow
-def test_the_next_process_starts_ahead_but_never_beside_a_window(tiny):
+def test_the_next_process_starts_ahead_but_never_beside_a_window(tiny, ddp_pair):
     from test_launch import leftovers
     # two gloo ranks under torchrun: past its windows the case stays in its teardown long enough for the
     # launcher's 50 ms poll to see it (a one-process case of 2 short windows could exit between two polls,
     # and then nothing is started ahead: about 1 run in 5 here)
-    pair = tiny.replace(strategy="ddp", gpus=2)
-    first = run_case(pair, then=pair)
-    second = run_case(pair)
+    first, second = ddp_pair
     assert first["status"] == second["status"] == "ok"
     m1, m2 = first["ranks"][0]["phase_marks"], second["ranks"][0]["phase_marks"]
     l1, l2 = first["launch_marks"], second["launch_marks"]
@@ -120,13 +118,13 @@ def test_a_dead_rank_gets_its_own_exit_code_not_its_echos():
 
 
 @pytest.mark.slow
-def test_progress_inside_a_case_follows_its_phases(tiny):
+def test_progress_inside_a_case_follows_its_phases(tiny_run):
     import io
 
     from bench.harness.run import Run
     from bench.store.tree import Store
-    heard = []
-    assert run_case(tiny, on_phase=heard.append)["status"] == "ok"
+    r, heard = tiny_run
+    assert r["status"] == "ok"
     assert any(t.startswith("first step") for t in heard) and any(t.startswith("window 1 of 2") for t in heard)
     assert heard.index(next(t for t in heard if t.startswith("first step"))) < \
         heard.index(next(t for t in heard if t.startswith("window 1")))
