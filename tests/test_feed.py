@@ -210,6 +210,39 @@ def test_each_loader_answers_from_its_newest_feed_run(fed):
 
 
 @pytest.mark.slow
+def test_resume_runs_only_the_rungs_an_interrupted_run_did_not_store_and_judges_one_ladder(fed, tmp_path):
+    """An interrupted feed run (its manifest says so) missing one rung: `--resume` runs that rung alone, and the
+    page and the machine's answers judge both runs' rungs as one ladder, led by the run that continued it."""
+    import json
+    import shutil
+    code, _, records, results = fed
+    copied = tmp_path / "r"
+    shutil.copytree(results, copied)
+    first = records[0].run_id
+    (manifest,) = copied.rglob(f"runs/{first}.json")
+    manifest.write_text(json.dumps({**json.loads(manifest.read_text()), "interrupted": True}))
+    lost = next(r for r in records if r.case["loader"] == "torch" and r.case["cold_reads"] and r.case["gpus"] == 1)
+    (gone,) = copied.rglob(f"{Path(lost.path).parent.name}/{first}.json")
+    gone.unlink()
+    data = records[0].case["data_dir"]
+    code, out = bench("feed", "--gpus", "2", "--data", data, "--loaders", "torch,dali-cpu", "--cold", "--processes",
+                      "1", "--per-gpu", "40", "--resume", "--results", str(copied), *TINY)
+    assert code == 0, out
+    assert f"--resume: continuing run {first} of sweep 'feed'" in out
+    assert out.count("already stored, skipped (--resume)") == 7
+    stored = query.load([p for p in copied.iterdir() if p.is_dir()])[0]
+    (again,) = [r for r in stored if r.run_id != first]
+    assert again.case_id == lost.case_id and again.ok
+    (later,) = copied.rglob(f"runs/{again.run_id}.json")
+    assert json.loads(later.read_text())["resumed_runs"] == [first]
+    page = out[out.index("Can this host feed"):]  # its answer, the table, then the answer again
+    assert page.count("| torch DataLoader ") == 4 and page.count("| DALI CPU pipeline ") == 4
+    (run,) = feed.latest_feeds(stored)  # one ladder of each loader and reading, led by the run that resumed
+    assert run[0].run_id == again.run_id and len(run) == 8
+    assert f"(bench feed, run {again.run_id};" in "\n".join(answers_text.feed_lines(stored))
+
+
+@pytest.mark.slow
 def test_a_failed_rung_out_of_memory_is_what_stops_the_ladder(fed):
     records = fed[2]
     rungs = ladder_of(records, "torch", False, {1: 100.0, 2: 150.0})

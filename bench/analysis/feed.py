@@ -168,8 +168,16 @@ def stop_reason(rung: Rung, warm: Ladder | None) -> dict:
 def latest_feeds(records: list[query.Record]) -> list[list[query.Record]]:
     """A machine's newest ladder of each loader and reading, grouped by the feed run that measured it, newest
     run first: a run's ladders are judged by the pace it kept, and a loader fed in a run of its own (DALI
-    after the torch DataLoader, say) keeps its answer beside the other's."""
+    after the torch DataLoader, say) keeps its answer beside the other's. The runs a `--resume` continued
+    belong to the run that continued them, whose records come first in the group."""
     feed = [r for r in records if r.sweep == FEED_SWEEP and r.case.get("loader_only")]
-    newest = {ladder_key(r.case): r.run_id for r in sorted(feed, key=lambda r: (r.started_at, r.run_id))}
-    chosen = [r for r in feed if newest[ladder_key(r.case)] == r.run_id]
-    return [run for _, run in query.newest_first(chosen, "run_id")]
+    # a run continued with --resume is one ladder with the run that continued it, which leads its group
+    owner = {old: m["run_id"] for m in query.run_manifests(feed).values() for old in m.get("resumed_runs", [])}
+    run_of = {id(r): owner.get(r.run_id, r.run_id) for r in feed}
+    newest = {ladder_key(r.case): run_of[id(r)] for r in sorted(feed, key=lambda r: (r.started_at, r.run_id))}
+    chosen = [r for r in feed if newest[ladder_key(r.case)] == run_of[id(r)]]
+    groups: dict[str, list[query.Record]] = {}
+    for r in chosen:
+        groups.setdefault(run_of[id(r)], []).append(r)
+    order = sorted(groups, key=lambda k: max((r.started_at, r.run_id) for r in groups[k]), reverse=True)
+    return [sorted(groups[k], key=lambda r: r.run_id != k) for k in order]

@@ -45,6 +45,9 @@ def add(sub) -> None:
     f.add_argument("--window-s", type=float, default=FEED_WINDOW_S, help="each measured window's least seconds")
     f.add_argument("--windows", type=int, default=FEED_WINDOWS, help="measured windows per process")
     f.add_argument("--lang", choices=("en", "zh"), default="en", help="the language of its page and REPORT.md")
+    f.add_argument("--resume", action="store_true",
+                   help="continue this commit's latest interrupted feed run: skip the rungs it stored as ok, run the "
+                        "rest; the ladder is judged as one")
     f.add_argument("--processes", type=int, default=FEED_PROCESSES, metavar="K",
                    help=f"fresh processes per rung, whose spread is its interval (default {FEED_PROCESSES})")
     add_dist_flags(f)
@@ -106,10 +109,12 @@ def command(a) -> int:
                                  "source": source.path if source else "--per-gpu" if per_gpu else None}
     run.begin(cases)
     with run:
-        run_cases(run, cases, feed.FEED_SWEEP)
+        run_cases(run, cases, feed.FEED_SWEEP, resume=a.resume)
     stored = query.load([store.root / run.machine])[0]
-    page = feed_text.render(a.lang, feed.ladders(query.select(stored, run=run.run_id), per_gpu), n, gpu or "GPU",
-                            a.model, per_gpu, source)
+    runs = {run.run_id, *run.manifest.get("resumed_runs", [])}  # a resumed run's rungs are this ladder's too
+    ids = {c.case_id for c in cases}
+    page = feed_text.render(a.lang, feed.ladders([r for r in stored if r.run_id in runs and r.case_id in ids], per_gpu),
+                            n, gpu or "GPU", a.model, per_gpu, source)
     folder = store.root / run.machine / run.commit
     print(f"\nwrote {report.write_report(query.select(stored, commit=run.commit), folder, a.lang, wide=True)}")
     for written in report.write_machine_pages(stored, store.root):

@@ -56,10 +56,10 @@ def kind(a: Side, b: Side) -> str:
 
 class AbRun:
     def __init__(self, sides: tuple[Side, Side], cases: list[tuple[str, Case]], store: Store, settings: Settings,
-                 out=sys.stdout):
+                 out=None):
         self.a, self.b = sides
         self.states = [CaseState(c, sweep) for sweep, c in cases]
-        self.store, self.settings, self.out = store, settings, out
+        self.store, self.settings, self.out = store, settings, sys.stdout if out is None else out
         self.env = envmod.collect()
         self.machine, self.run_id = envmod.machine_slug(self.env), new_run_id()
         self.path = store.root / self.machine / "comparisons" / f"ab-{self.run_id}.json"

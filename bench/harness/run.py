@@ -25,10 +25,13 @@ class Run:
     """One invocation of the suite: its id, environment, processes per case and the machine's
     process-to-process noise floor, measured in the same run and kept in its manifest."""
 
-    def __init__(self, store: Store, dist: DistArgs = DistArgs(), processes: int = 1, out=sys.stdout,
+    def __init__(self, store: Store, dist: DistArgs = DistArgs(), processes: int = 1, out=None,
                  live: bool | None = None, software_now: bool = True, shared_gpu: bool = False):
         if processes < 1:
             raise ValueError(f"processes={processes} must be >= 1")
+        # sys.stdout as it is when the run starts, not when this module was imported: a caller that redirects it
+        # (contextlib.redirect_stdout) gets the run's lines
+        out = sys.stdout if out is None else out
         self.store, self.dist, self.processes, self.out = store, dist, processes, out
         # what a running process is doing, on one line rewritten in place: a terminal only, so logs stay clean
         self.live = out.isatty() if live is None and hasattr(out, "isatty") else bool(live)
