@@ -215,7 +215,7 @@ def test_resume_runs_only_the_rungs_an_interrupted_run_did_not_store_and_judges_
     page and the machine's answers judge both runs' rungs as one ladder, led by the run that continued it."""
     import json
     import shutil
-    code, _, records, results = fed
+    _, _, records, results = fed
     copied = tmp_path / "r"
     shutil.copytree(results, copied)
     first = records[0].run_id

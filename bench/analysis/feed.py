@@ -173,11 +173,9 @@ def latest_feeds(records: list[query.Record]) -> list[list[query.Record]]:
     feed = [r for r in records if r.sweep == FEED_SWEEP and r.case.get("loader_only")]
     # a run continued with --resume is one ladder with the run that continued it, which leads its group
     owner = {old: m["run_id"] for m in query.run_manifests(feed).values() for old in m.get("resumed_runs", [])}
-    run_of = {id(r): owner.get(r.run_id, r.run_id) for r in feed}
-    newest = {ladder_key(r.case): run_of[id(r)] for r in sorted(feed, key=lambda r: (r.started_at, r.run_id))}
-    chosen = [r for r in feed if newest[ladder_key(r.case)] == run_of[id(r)]]
-    groups: dict[str, list[query.Record]] = {}
-    for r in chosen:
-        groups.setdefault(run_of[id(r)], []).append(r)
-    order = sorted(groups, key=lambda k: max((r.started_at, r.run_id) for r in groups[k]), reverse=True)
-    return [sorted(groups[k], key=lambda r: r.run_id != k) for k in order]
+
+    def run_of(r: query.Record) -> str:
+        return owner.get(r.run_id, r.run_id)
+    newest = {ladder_key(r.case): run_of(r) for r in sorted(feed, key=lambda r: (r.started_at, r.run_id))}
+    chosen = [r for r in feed if newest[ladder_key(r.case)] == run_of(r)]
+    return [sorted(run, key=lambda r: r.run_id != k) for k, run in query.newest_first(chosen, run_of)]

@@ -10,6 +10,7 @@ named; records made under an older metric definition are labelled and left out o
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from pathlib import Path
 
 from ..core import untrusted
@@ -131,17 +132,18 @@ def latest(records: list[Record]) -> list[Record]:
     return list(out.values())
 
 
-def group(records: list[Record], *keys: str) -> dict:
-    """Records grouped by the named attributes (e.g. "machine", "commit"), in sorted order."""
+def group(records: list[Record], *keys: str | Callable[[Record], str]) -> dict:
+    """Records grouped by the named attributes (e.g. "machine", "commit"), or by what a function of the
+    record returns, in sorted order."""
     out: dict = {}
     for r in records:
-        out.setdefault(tuple(getattr(r, k) for k in keys), []).append(r)
+        out.setdefault(tuple(k(r) if callable(k) else getattr(r, k) for k in keys), []).append(r)
     return dict(sorted(out.items()))
 
 
-def newest_first(records: list[Record], key: str) -> list[tuple[str, list[Record]]]:
-    """The records grouped by one attribute ("machine", "commit"), the group measured most recently
-    first: by when they ran, never by name or hash."""
+def newest_first(records: list[Record], key: str | Callable[[Record], str]) -> list[tuple[str, list[Record]]]:
+    """The records grouped by one attribute ("machine", "commit") or function of the record, the group
+    measured most recently first: by when they ran, never by name or hash."""
     groups = group(records, key)
     order = sorted(groups, key=lambda k: max((r.started_at, r.run_id) for r in groups[k]), reverse=True)
     return [(k[0], groups[k]) for k in order]
