@@ -169,3 +169,29 @@ def test_an_answer_without_evidence_says_why_older_records_cannot_give_one():
     workers = next(a for a in answers.answers(old) if a.claim.id == "workers")
     assert workers.hint.text() == "no stored pair on this machine; run the ablation sweep"
     assert seed.hint.text("zh").startswith(f"其用例有 {sum(r.ok for r in old)} 条已保存记录按旧的指标定义测得")
+
+
+def test_an_answer_whose_cases_ran_and_failed_says_so_not_that_nothing_was_stored():
+    """A recipe that ran on this machine and never ended ok (both accumulation cases timing out on a CPU without
+    bf16) gives 'ran here and failed', with the statuses counted, instead of 'no stored pair'."""
+    from bench.analysis import answers
+    from stored import fixture_dicts
+    from bench.core import sweeps
+    dp = next(d for d in fixture_dicts() if d["status"] == "ok" and d["case"]["gpus"] == 2)
+    recipes = {c.name: c for c in sweeps.build("strategies", 2) if c.gpus == 2}
+    made = []
+    for name, status, day in (("ddp", "ok", "01"), ("ddp-accumulate-article", "timeout", "02"),
+                              ("ddp-accumulate-no_sync", "timeout", "03"), ("ddp-accumulate-no_sync", "error", "04")):
+        r = copy.deepcopy(dp)
+        r["case"], r["status"], r["started_at"] = recipes[name].to_dict(), status, f"2026-12-{day}T00:00:00+00:00"
+        made.append(query.wrap(r))
+    faster = next(a for a in answers.answers(made) if a.claim.id == "accumulation-faster")
+    assert faster.verdict == "cannot be measured here"
+    assert faster.hint.text() == ("its cases ran here and failed (1 error; 2 timed out; newest 2026-12-04), so no pair "
+                                  "was stored; run the strategies sweep on 2 or more GPUs again")
+    assert faster.hint.text("zh").startswith("其用例在本机运行过但失败了（1 条出错；2 条超时；最新 2026-12-04）")
+    # one of them ended ok once: the pair is missing for another reason, and nothing is said of failures
+    made[1] = query.wrap({**made[1].data, "status": "ok"})
+    made[2] = query.wrap({**made[2].data, "status": "ok"})
+    faster = next(a for a in answers.answers(made) if a.claim.id == "accumulation-faster")
+    assert faster.verdict != "cannot be measured here" or "failed" not in faster.hint.text()

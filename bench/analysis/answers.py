@@ -8,6 +8,7 @@ A verdict comes from one of two kinds of evidence, both frozen when made:
 """
 from __future__ import annotations
 
+from collections import Counter
 from dataclasses import dataclass
 
 from ..core.identity import differing_fields
@@ -133,6 +134,14 @@ def why_none(claim: claimsmod.Claim, records: list[query.Record]) -> str:
              else phrase("the_sweep", sweep=hint))
     if old:
         return phrase("older_records", n=len(old), date=max(r.started_at for r in old)[:10], sweep=sweep)
+    # a recipe that ran here and never ended ok (a CPU without bf16 timed out both accumulation cases): say
+    # so, rather than that nothing was stored
+    never_ok = names - {r.case["name"] for r in records if r.ok}
+    failed = [r for r in records if r.case["name"] in never_ok and not r.ok]
+    if failed:
+        counts = [phrase("status_count", n=n, status=phrase(f"status:{s}"))
+                  for s, n in sorted(Counter(r.status for r in failed).items())]
+        return phrase("failed_records", counts=counts, date=max(r.started_at for r in failed)[:10], sweep=sweep)
     return phrase("no_stored_pair", sweep=sweep) if claim.kind != "table" else phrase("run_only", sweep=sweep)
 
 
