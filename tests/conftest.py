@@ -31,10 +31,10 @@ def tiny_run():
 
 @pytest.fixture(scope="session")
 def ddp_pair():
-    """TINY as two gloo ranks under torchrun, run twice, the second started ahead in the first's teardown:
-    the test of a DDP case's record and the test of starting ahead read these two runs."""
+    """TINY as two gloo ranks under torchrun with the harness-overhead check, run twice, the second started ahead
+    in the first's teardown: the tests of a DDP case's record, of its diagnosis and of starting ahead read them."""
     from bench.harness.launch import run_case
-    pair = TINY.replace(strategy="ddp", gpus=2)
+    pair = TINY.replace(strategy="ddp", gpus=2, overhead_check=True, steps=3)
     first = run_case(pair, then=pair)
     return first, run_case(pair)
 

@@ -285,23 +285,29 @@ def test_dali_missing_end_to_end_is_stored_as_skipped(jpegs, tmp_path):
     assert "skipped: nvidia-dali is not installed" in out.stdout
 
 
-def test_warm_up_drains_what_the_loader_prefetched(jpegs):
+@pytest.fixture(scope="module")
+def three_workers(jpegs):
+    """One torch-loader case with three persistent workers prefetching three batches each, run once for the
+    tests of its warm-up and of its windows."""
+    from bench.harness.launch import run_case
+    return run_case(_case(jpegs, num_workers=3, persistent_workers=True, prefetch_factor=3, steps=4, warmup_steps=2,
+                          repeats=1, timeout_s=120.0))
+
+
+def test_warm_up_drains_what_the_loader_prefetched(jpegs, three_workers):
     """A window served from batches prefetched during start-up would overstate the loader."""
     from bench.harness.launch import run_case
-    case = _case(jpegs, num_workers=2, prefetch_factor=3, warmup_steps=2, repeats=1, timeout_s=120.0)
-    r = run_case(case)
+    r = three_workers
     assert r["status"] == "ok", r
-    assert r["ranks"][0]["warmup_steps_run"] == 3  # 1 + a whole round of the 2 workers
-    assert r["ranks"][0]["prefetched_batches_drained"] == 2 * 3  # workers x prefetch_factor
-    only = run_case(case.replace(loader_only=True, num_workers=0, prefetch_factor=2))
+    assert r["ranks"][0]["warmup_steps_run"] == 4  # 1 + a whole round of the 3 workers
+    assert r["ranks"][0]["prefetched_batches_drained"] == 3 * 3  # workers x prefetch_factor
+    only = run_case(_case(jpegs, loader_only=True, num_workers=0, warmup_steps=2, repeats=1, timeout_s=120.0))
     assert only["status"] == "ok" and only["ranks"][0]["prefetched_batches_drained"] == 0
 
 
-def test_torch_loader_windows_cover_whole_rounds_of_its_workers(jpegs):
+def test_torch_loader_windows_cover_whole_rounds_of_its_workers(three_workers):
     """Workers hand over whole batches in turn: a window must not end mid-round."""
-    from bench.harness.launch import run_case
-    r = run_case(_case(jpegs, num_workers=3, persistent_workers=True, steps=4, warmup_steps=2, repeats=1,
-                       timeout_s=120.0))
+    r = three_workers
     assert r["status"] == "ok", r
     assert r["metrics"]["steps_per_window"] == 6  # 4 rounded up to whole rounds of 3 workers
     assert r["ranks"][0]["warmup_steps_run"] == 4  # 1 + the timed warm-up, one whole round of 3

@@ -277,9 +277,8 @@ def test_mfu_of_a_cpu_case_is_taken_against_the_peak_of_its_own_precision():
 
 
 @pytest.mark.slow
-def test_ddp_case_reports_exposed_communication_and_harness_overhead(tiny):
-    from bench.harness.launch import run_case
-    r = run_case(tiny.replace(strategy="ddp", gpus=2, overhead_check=True, steps=3))
+def test_ddp_case_reports_exposed_communication_and_harness_overhead(tiny, ddp_pair):
+    r = ddp_pair[0]  # two gloo ranks with the overhead check (conftest)
     assert r["status"] == "ok", r
     for rank in r["ranks"]:
         assert rank["no_sync_window_s"] > 0 and rank["minimal_window_s"] > 0
