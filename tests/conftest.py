@@ -1,3 +1,6 @@
+import contextlib
+import os
+import signal
 import sys
 from pathlib import Path
 
@@ -26,7 +29,8 @@ def tiny_run():
     case's record and of live progress read this one run."""
     from bench.harness.launch import run_case
     heard = []
-    return run_case(TINY, on_phase=heard.append), heard
+    with fresh_workers():
+        return run_case(TINY, on_phase=heard.append), heard
 
 
 @pytest.fixture(scope="session")
@@ -50,7 +54,7 @@ def small_net():
 # Every case this test session starts carries this prefix in its token (and so do the processes of
 # the sweeps its tests start), so a leftover check follows only its own processes, however many
 # other bench jobs run on the machine.
-TOKEN_PREFIX = f"test{__import__('os').getpid()}-"
+TOKEN_PREFIX = f"test{os.getpid()}-"
 
 
 @pytest.fixture(autouse=True, scope="session")
@@ -67,6 +71,62 @@ def own_token_prefix():
     from bench.harness.launch import TOKEN_PREFIX_VAR
     os.environ[TOKEN_PREFIX_VAR] = TOKEN_PREFIX
     yield
+
+
+@pytest.fixture(autouse=True, scope="session")
+def worker_forkserver(tmp_path_factory):
+    """Workers forked from a process that has imported torch (bench/worker/forkserver.py), one per tree, for
+    this session: a fresh interpreter's imports cost 3 s of a tiny case's 4 on 2 cores. Tests whose subject
+    is the process itself (its imports, signals, what it leaves behind) are marked fresh_processes, and
+    BENCH_WORKER_FORKSERVER=0 runs every worker fresh."""
+    from bench.worker import forkclient
+    if os.environ.get(forkclient.FOLDER_VAR) == "0":
+        del os.environ[forkclient.FOLDER_VAR]
+        yield None
+        return
+    folder = tmp_path_factory.mktemp("forkserver")
+    FORKSERVERS.append(folder)
+    (folder / forkclient.OWNER_FILE).write_text(str(os.getpid()))
+    os.environ[forkclient.FOLDER_VAR] = str(folder)
+    from bench.harness.launch import cached_env
+    forkclient.ensure_started(folder, ROOT, cached_env(ROOT))  # its imports overlap the first tests
+    yield folder
+    del os.environ[forkclient.FOLDER_VAR]
+    for pid in forkclient.server_pids(folder):
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+
+
+FORKSERVERS: list[Path] = []  # this session's fork-server folder, once made
+
+
+def forkserver_pids() -> set[int]:
+    """This session's fork servers (one per tree): the leftover checks count the workers they fork, not them."""
+    from bench.worker.forkclient import server_pids
+    return {pid for folder in FORKSERVERS for pid in server_pids(folder)}
+
+
+@contextlib.contextmanager
+def fresh_workers():
+    """Every worker started inside starts fresh, as in a measured run."""
+    from bench.worker.forkclient import FOLDER_VAR
+    saved = os.environ.pop(FOLDER_VAR, None)
+    try:
+        yield
+    finally:
+        if saved is not None:
+            os.environ[FOLDER_VAR] = saved
+
+
+@pytest.fixture(autouse=True)
+def _fresh_where_marked(request):
+    if request.node.get_closest_marker("fresh_processes") is None:
+        yield
+    else:
+        with fresh_workers():
+            yield
 
 
 @pytest.fixture(scope="session")

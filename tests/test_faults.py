@@ -65,6 +65,7 @@ def _wait_for_ranks(p, timeout=180):
     raise AssertionError(f"the case did not reach its windows: {_phases(p.pid)}")
 
 
+@pytest.mark.fresh_processes
 @pytest.mark.parametrize("sig", [signal.SIGKILL, signal.SIGHUP], ids=["sigkill", "sighup"])
 def test_killing_or_hanging_up_the_launcher_leaves_nothing_running(tmp_path, sig):
     p = _start(tmp_path)
@@ -113,12 +114,14 @@ def test_a_stop_signal_started_ignored_stays_ignored():
             signal.signal(sig, handler)
 
 
+@pytest.mark.fresh_processes
 def test_ctrl_c_on_bench_run_says_one_line(tmp_path):
     p = _start(tmp_path)
     _wait_for_ranks(p)
     _stop_says_one_line(p, signal.SIGINT, 130)
 
 
+@pytest.mark.fresh_processes
 def test_a_rank_killed_by_the_kernel_is_named_with_its_signal(tmp_path):
     p = _start(tmp_path)
     _wait_for_ranks(p)
@@ -135,6 +138,7 @@ def test_a_rank_killed_by_the_kernel_is_named_with_its_signal(tmp_path):
     assert not leftovers(wait_s=10)
 
 
+@pytest.mark.fresh_processes
 def test_a_hanging_rank_is_killed_with_its_whole_group_and_the_timeout_names_what_each_did(tiny):
     # rank 1 hangs; rank 0 then waits for it in the gradient all-reduce: both are running at the timeout
     started = time.monotonic()

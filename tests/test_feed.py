@@ -313,6 +313,7 @@ def test_feed_records_have_a_history_that_says_they_ran_on_cpu_ranks(fed):
     assert "torch/wauto (loader only, 2 CPU rank(s), no GPU), cold reads" in out and "| feed " in out
 
 
+@pytest.mark.fresh_processes
 def test_a_worker_imports_torchvision_only_where_its_case_needs_it():
     """A DALI rank or a loader-only rank has no torchvision transform or model: its import (a second or more,
     since it imports torch._dynamo) is left out of every process of `bench feed`'s DALI rungs."""

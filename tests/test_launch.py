@@ -30,13 +30,14 @@ def as_in_a_terminal() -> None:
 def leftovers(wait_s: float = 0.0) -> list[int]:
     """Processes still carrying a run token of this test session (conftest's prefix): any of them
     means a case left something behind. Other bench jobs on the machine are not ours to count."""
-    from conftest import TOKEN_PREFIX
+    from conftest import TOKEN_PREFIX, forkserver_pids
     needle = f"{launch.TOKEN_VAR}={TOKEN_PREFIX}".encode()
+    servers = forkserver_pids()  # the workers they fork count
     deadline = time.monotonic() + wait_s
     while True:
         found = []
         for entry in Path("/proc").iterdir():
-            if entry.name.isdigit() and int(entry.name) != os.getpid():
+            if entry.name.isdigit() and int(entry.name) != os.getpid() and int(entry.name) not in servers:
                 try:
                     if any(v.startswith(needle) for v in (entry / "environ").read_bytes().split(b"\0")):
                         found.append(int(entry.name))
@@ -130,6 +131,7 @@ def test_oom_is_stored_with_the_batch_size_that_failed(tiny):
     assert not leftovers()
 
 
+@pytest.mark.fresh_processes
 def test_a_dying_rank_does_not_hang_the_others(tiny):
     started = time.monotonic()
     r = run_case(tiny.replace(strategy="ddp", gpus=2, fault="crash", fault_rank=1, timeout_s=120))
@@ -140,6 +142,7 @@ def test_a_dying_rank_does_not_hang_the_others(tiny):
     assert not leftovers()
 
 
+@pytest.mark.fresh_processes
 def test_a_crash_in_a_single_process_case_is_stored_with_its_last_words(tiny):
     r = run_case(tiny.replace(fault="crash"))
     assert r["status"] == "error" and "rank 0 died (exit code 3)" in r["reason"]
@@ -171,6 +174,7 @@ with Run(Store({store!r})) as run:
 """
 
 
+@pytest.mark.fresh_processes
 @pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM], ids=["ctrl-c", "sigterm"])
 def test_ctrl_c_keeps_finished_results_and_resume_skips_them(tmp_path, sig):
     """Ctrl-C in a terminal, or SIGTERM from a scheduler or `timeout`: the same clean stop."""

@@ -82,6 +82,7 @@ def test_the_next_process_starts_ahead_but_never_beside_a_window(tiny, ddp_pair)
     assert leftovers(wait_s=5) == []
 
 
+@pytest.mark.fresh_processes
 @pytest.mark.slow
 def test_the_run_first_process_starts_ahead_while_the_harness_prepares(tiny, monkeypatch):
     """start_ahead: the floor's first process imports while the data is made, waits untouched, and is the

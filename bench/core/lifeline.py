@@ -31,6 +31,16 @@ def orphaned(expected_parent: int | None) -> bool:
     return expected_parent is not None and os.getppid() != expected_parent
 
 
+def alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
 def preexec() -> None:
     """For subprocess.Popen(preexec_fn=...): runs in the child between fork and exec."""
     die_with_parent(signal.SIGKILL)

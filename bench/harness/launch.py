@@ -104,20 +104,10 @@ def reap_stale_case_folders(base: Path | None = None) -> list[Path]:
             pid = int((d / OWNER_FILE).read_text())
         except (OSError, ValueError):
             continue  # not ours to judge, or still being created
-        if not _alive(pid):
+        if not lifeline.alive(pid):
             shutil.rmtree(d, ignore_errors=True)
             removed.append(d)
     return removed
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
 
 
 START_AHEAD_VAR = "BENCH_START_AHEAD"

@@ -1,0 +1,165 @@
+"""`python -m bench.worker` handing its work to a fork server (worker/forkserver.py) where
+BENCH_WORKER_FORKSERVER names a folder (the test suite's, see tests/conftest.py): this process stays
+what the launcher or torchrun started and watches, with the same variables, output and exit status,
+while a worker forked from a process that has done the imports runs the case. Standard library only,
+so a hand-over costs an interpreter's start and not torch's import."""
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from ..core import lifeline, procfs
+
+FOLDER_VAR = "BENCH_WORKER_FORKSERVER"
+OWNER_FILE = "owner.pid"
+TOKEN_VAR, TOKEN_PREFIX_VAR = "BENCH_RUN_TOKEN", "BENCH_TOKEN_PREFIX"  # harness/launch.py's names
+SERVER_TOKEN = "forkserver"
+START_WAIT_S = 30.0
+STARTING = ".starting"  # holds the server's pid once started
+FORWARDED = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP, signal.SIGQUIT, signal.SIGUSR1, signal.SIGUSR2)
+
+
+# variables read as an interpreter or a library starts (a sitecustomize on PYTHONPATH, TORCHDYNAMO_* read
+# as torch imports): a worker is forked from a server that started with the same, or from none.
+# OMP_NUM_THREADS is set again in each worker, and the bytecode cache changes nothing that runs.
+AT_START = ("PYTHON", "LD_", "TORCH_", "TORCHDYNAMO_", "TORCHINDUCTOR_", "OMP_", "MKL_", "KMP_", "OPENBLAS_")
+SET_PER_WORKER = {"OMP_NUM_THREADS", "MKL_NUM_THREADS", "PYTHONPYCACHEPREFIX", "PYTHONDONTWRITEBYTECODE"}
+
+
+def socket_path(folder: Path, root: Path, env: dict | None = None) -> Path:
+    """One server per tree, interpreter and start-up variables: a worker runs the code of the tree it was
+    started from, as an interpreter started with its variables would."""
+    env = os.environ if env is None else env
+    start = sorted((k, v) for k, v in env.items() if k.startswith(AT_START) and k not in SET_PER_WORKER)
+    key = json.dumps([str(root), sys.executable, start])
+    return folder / (hashlib.sha256(key.encode()).hexdigest()[:16] + ".sock")
+
+
+def hand_over(entered: float) -> int | None:
+    """Run this worker in a forked one and return its exit code (or die of its signal); None where no fork
+    server is wanted or none could be had, and this process is then the worker itself."""
+    folder = os.environ.get(FOLDER_VAR)
+    if not folder:
+        return None
+    root = Path(__file__).resolve().parents[2]
+    conn = connect(Path(folder), root)
+    if conn is None:
+        return None
+    parent = os.getppid()
+    lifeline.die_with_parent()
+    if lifeline.orphaned(parent):
+        return 1
+    request = {"argv": sys.argv[1:], "env": dict(os.environ), "cwd": os.getcwd(), "entered": entered}
+    with conn, conn.makefile("rb") as replies:
+        socket.send_fds(conn, [json.dumps(request).encode()], [0, 1, 2])
+        line = replies.readline()
+        if not line:
+            print("bench.worker: the fork server did not start the worker", file=sys.stderr)
+            return 1
+        pid = json.loads(line)["pid"]
+        for sig in FORWARDED:  # what torchrun or the launcher sends this process reaches the worker
+            signal.signal(sig, lambda s, _f: _send(pid, s))
+        line = replies.readline()
+    if not line:
+        print("bench.worker: the fork server ended before the worker", file=sys.stderr)
+        return 1
+    end = json.loads(line)
+    if "signal" in end:  # died as the worker did, so the launcher reads the same signal
+        if end["signal"] in FORWARDED:
+            signal.signal(end["signal"], signal.SIG_DFL)
+        os.kill(os.getpid(), end["signal"])
+        return 128 + end["signal"]
+    return int(end["exit"])
+
+
+def _send(pid: int, sig: int) -> None:
+    try:
+        os.kill(pid, sig)
+    except ProcessLookupError:
+        pass
+
+
+def connect(folder: Path, root: Path) -> socket.socket | None:
+    """A connection to this tree's server: started by the first worker that wants one, waited for by
+    every worker while it imports (it would import as long itself)."""
+    path = socket_path(folder, root)
+    starting = path.with_suffix(STARTING)
+    if not path.exists() and not ensure_started(folder, root):
+        return None
+    deadline = time.monotonic() + START_WAIT_S
+    while True:
+        try:
+            conn = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+            conn.connect(str(path))
+            return conn
+        except OSError:
+            conn.close()
+        if time.monotonic() > deadline or not _server_alive(starting):
+            return None
+        time.sleep(0.05)
+
+
+def _server_alive(starting: Path) -> bool:
+    try:
+        text = starting.read_text()
+    except OSError:
+        return False
+    if not text:
+        return True  # being written
+    try:  # a zombie nobody reaps is no server
+        return procfs.stat_fields(Path(f"/proc/{int(text)}/stat").read_text())[0] != "Z"
+    except (OSError, ValueError):
+        return False
+
+
+def ensure_started(folder: Path, root: Path, env: dict | None = None) -> bool:
+    """Start the server for this tree and these variables (this process's by default) unless another process
+    has (its pid in a .starting file); False where none can be."""
+    env = dict(os.environ if env is None else env)
+    path = socket_path(folder, root, env)
+    try:
+        fd = os.open(path.with_suffix(STARTING), os.O_CREAT | os.O_EXCL | os.O_WRONLY)
+    except FileExistsError:
+        return True
+    except OSError:
+        return False
+    with os.fdopen(fd, "w") as f:
+        try:
+            f.write(str(start_server(folder, root, path, env)))
+        except (OSError, ValueError):  # no owner named: a folder nobody prepared
+            f.write("0")
+            return False
+    return True
+
+
+def server_pids(folder: Path) -> list[int]:
+    """The servers started for `folder`'s session."""
+    pids = []
+    for f in folder.glob("*" + STARTING):
+        try:
+            pids.append(int(f.read_text()))
+        except (OSError, ValueError):
+            continue
+    return [p for p in pids if p > 0]
+
+
+def start_server(folder: Path, root: Path, path: Path, env: dict) -> int:
+    owner = int((folder / OWNER_FILE).read_text())
+    env = dict(env, PYTHONPATH=os.pathsep.join([str(root), *filter(None, [env.get("PYTHONPATH")])]))
+    # no case's token (a case's clean-up would end it), but one its session's leftover checks see in every worker
+    env[TOKEN_VAR] = env.get(TOKEN_PREFIX_VAR, "") + SERVER_TOKEN
+    env["OPENBLAS_NUM_THREADS"] = "1"  # numpy's BLAS would start a thread pool at import: the server forks
+    for name in ("OMP_NUM_THREADS", "MKL_NUM_THREADS"):  # torchrun's rank's, say: each worker sets its own
+        env.pop(name, None)
+    with open(path.with_suffix(".log"), "ab") as log:
+        server = subprocess.Popen([sys.executable, "-m", "bench.worker.forkserver", "--socket", str(path),
+                                   "--owner", str(owner)], cwd=root, env=env, stdin=subprocess.DEVNULL,
+                                  stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+    return server.pid
