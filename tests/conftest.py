@@ -84,6 +84,10 @@ def worker_forkserver(tmp_path_factory):
         del os.environ[forkclient.FOLDER_VAR]
         yield None
         return
+    if os.environ.get(forkclient.FOLDER_VAR):  # a session inside another's (the pytest-benchmark tests'): its servers
+        FORKSERVERS.append(Path(os.environ[forkclient.FOLDER_VAR]))
+        yield FORKSERVERS[0]
+        return
     folder = tmp_path_factory.mktemp("forkserver")
     FORKSERVERS.append(folder)
     (folder / forkclient.OWNER_FILE).write_text(str(os.getpid()))
@@ -134,4 +138,9 @@ def readme_copy(tmp_path_factory):
     """A git checkout of this tree where README's commands run as written, each once per session
     (tests/readme_doc.py); the README test and the tests of what those commands store read the same runs."""
     from readme_doc import Copy
-    return Copy(tmp_path_factory.mktemp("readme"))
+    from bench.harness.launch import cached_env
+    from bench.worker import forkclient
+    copy = Copy(tmp_path_factory.mktemp("readme"))
+    if FORKSERVERS:  # the copy's fork server imports while its first command starts
+        forkclient.ensure_started(FORKSERVERS[0], copy.root, cached_env(copy.root))
+    return copy

@@ -40,7 +40,6 @@ class Copy:
 
     def __init__(self, parent: Path):
         self.root = parent / "repo"
-        self.cache = parent / "cache"  # outside the checkout, shared by every command as a user's home is
         self.ran: dict[tuple, subprocess.CompletedProcess] = {}
         files = subprocess.run(["git", "ls-files", "--cached", "--others", "--exclude-standard"], cwd=ROOT,
                                capture_output=True, text=True, check=True).stdout.split("\n")
@@ -60,7 +59,11 @@ class Copy:
     def run(self, command: str, **env) -> subprocess.CompletedProcess:
         key = (command, tuple(sorted(env.items())))
         if key not in self.ran:
-            full = dict(os.environ, PY=sys.executable, BENCH_DATA_CACHE=str(self.cache), **env)
+            # the session's cache folder (outside the checkout, as a user's home is): what the other tests
+            # measured or drew once per install (software versions, the CPU's peak, plots) is not paid again
+            # bin/bench told this Python too, as make is: through the .venv link, every library's bytecode
+            # would be another path's and compiled again
+            full = dict(os.environ, PY=sys.executable, BENCH_PYTHON=sys.executable, **env)
             if "BENCH_COMMIT" not in env:
                 full.pop("BENCH_COMMIT", None)
             self.ran[key] = subprocess.run(command, shell=True, cwd=self.root, env=full, capture_output=True,

@@ -22,13 +22,15 @@ def install_key(*modules: str) -> dict:
     """What decides the facts an install reports: the interpreter, where each module lies and when its
     files were last written (a reinstall rewrites them), the library search path and the GPUs the
     process may see."""
-    key = {"python": sys.executable, "python_version": sys.version}
+    # found through links: a checkout whose .venv is a link to another's has that one's install
+    key = {"python": os.path.realpath(sys.executable), "prefix": os.path.realpath(sys.prefix),
+           "python_version": sys.version}
     for name in modules:
         try:
             spec = importlib.util.find_spec(name)
         except (ImportError, ValueError):
             spec = None
-        origin = spec.origin if spec and spec.origin and os.path.exists(spec.origin) else None
+        origin = os.path.realpath(spec.origin) if spec and spec.origin and os.path.exists(spec.origin) else None
         key[name] = origin and [origin, os.stat(origin).st_mtime_ns]
     for var in ("LD_LIBRARY_PATH", "LD_PRELOAD", "CUDA_VISIBLE_DEVICES", "NVIDIA_VISIBLE_DEVICES"):
         key[var] = os.environ.get(var)

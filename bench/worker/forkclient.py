@@ -28,18 +28,29 @@ FORWARDED = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP, signal.SIGQUIT, signa
 
 # variables read as an interpreter or a library starts (a sitecustomize on PYTHONPATH, TORCHDYNAMO_* read
 # as torch imports): a worker is forked from a server that started with the same, or from none.
-# OMP_NUM_THREADS is set again in each worker, and the bytecode cache changes nothing that runs.
+# OMP_NUM_THREADS is set again in each worker; the bytecode cache changes nothing that runs; Inductor's cache
+# folder and torchrun's TORCH_NCCL_* are read when they are used, in the worker.
 AT_START = ("PYTHON", "LD_", "TORCH_", "TORCHDYNAMO_", "TORCHINDUCTOR_", "OMP_", "MKL_", "KMP_", "OPENBLAS_")
-SET_PER_WORKER = {"OMP_NUM_THREADS", "MKL_NUM_THREADS", "PYTHONPYCACHEPREFIX", "PYTHONDONTWRITEBYTECODE"}
+READ_IN_THE_WORKER = ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "PYTHONPYCACHEPREFIX", "PYTHONDONTWRITEBYTECODE",
+                      "TORCHINDUCTOR_CACHE_DIR", "TORCH_NCCL_")
 
 
 def socket_path(folder: Path, root: Path, env: dict | None = None) -> Path:
     """One server per tree, interpreter and start-up variables: a worker runs the code of the tree it was
     started from, as an interpreter started with its variables would."""
     env = os.environ if env is None else env
-    start = sorted((k, v) for k, v in env.items() if k.startswith(AT_START) and k not in SET_PER_WORKER)
-    key = json.dumps([str(root), sys.executable, start])
-    return folder / (hashlib.sha256(key.encode()).hexdigest()[:16] + ".sock")
+    return folder / (hashlib.sha256(server_key(root, env).encode()).hexdigest()[:16] + ".sock")
+
+
+def server_key(root: Path, env: dict) -> str:
+    """The tree, the environment (found through links: a checkout's .venv may be a link to another's)
+    and the start-up variables, a folder named twice in PYTHONPATH (bin/bench and the launcher both put
+    the tree first) counted once."""
+    env = dict(env)
+    if "PYTHONPATH" in env:
+        env["PYTHONPATH"] = os.pathsep.join(dict.fromkeys(env["PYTHONPATH"].split(os.pathsep)))
+    start = sorted((k, v) for k, v in env.items() if k.startswith(AT_START) and not k.startswith(READ_IN_THE_WORKER))
+    return json.dumps([str(root), os.path.realpath(sys.prefix), os.path.realpath(sys.executable), start])
 
 
 def hand_over(entered: float) -> int | None:
@@ -152,6 +163,7 @@ def server_pids(folder: Path) -> list[int]:
 
 def start_server(folder: Path, root: Path, path: Path, env: dict) -> int:
     owner = int((folder / OWNER_FILE).read_text())
+    key = server_key(root, env)
     env = dict(env, PYTHONPATH=os.pathsep.join([str(root), *filter(None, [env.get("PYTHONPATH")])]))
     # no case's token (a case's clean-up would end it), but one its session's leftover checks see in every worker
     env[TOKEN_VAR] = env.get(TOKEN_PREFIX_VAR, "") + SERVER_TOKEN
@@ -159,6 +171,8 @@ def start_server(folder: Path, root: Path, path: Path, env: dict) -> int:
     for name in ("OMP_NUM_THREADS", "MKL_NUM_THREADS"):  # torchrun's rank's, say: each worker sets its own
         env.pop(name, None)
     with open(path.with_suffix(".log"), "ab") as log:
+        log.write(f"serves {key}\n".encode())
+        log.flush()
         server = subprocess.Popen([sys.executable, "-m", "bench.worker.forkserver", "--socket", str(path),
                                    "--owner", str(owner)], cwd=root, env=env, stdin=subprocess.DEVNULL,
                                   stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
