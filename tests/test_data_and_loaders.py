@@ -263,6 +263,7 @@ def test_dali_missing_is_a_skip_with_the_install_command(jpegs, monkeypatch):
         loaders.make(_case(jpegs, loader="dali", dali_device="cpu"), RankContext())
 
 
+@pytest.mark.fresh_processes  # its processes start with an import hook: a fork server of their own would be slower
 def test_dali_missing_end_to_end_is_stored_as_skipped(jpegs, tmp_path):
     import os
     import subprocess

@@ -13,6 +13,11 @@ import signal
 import sys
 
 PR_SET_PDEATHSIG = 1
+TOKEN_VAR = "BENCH_RUN_TOKEN"
+"""Set on every process of a case (harness/launch.py), so all of them can be found and ended."""
+TOKEN_PREFIX_VAR = "BENCH_TOKEN_PREFIX"
+"""A prefix for every case token this process starts, so a test (or a wrapper) can follow exactly
+the processes it started, however many other bench jobs run on the machine."""
 
 
 def die_with_parent(sig: int = signal.SIGKILL) -> bool:

@@ -26,10 +26,7 @@ from .dist import DistArgs
 from .env import REPO_ROOT
 from .outcome import doing, merge, read_heartbeat, tail
 
-TOKEN_VAR = "BENCH_RUN_TOKEN"
-TOKEN_PREFIX_VAR = "BENCH_TOKEN_PREFIX"
-"""A prefix for every case token this process starts, so a test (or a wrapper) can follow exactly
-the processes it started, however many other bench jobs run on the machine."""
+TOKEN_VAR, TOKEN_PREFIX_VAR = lifeline.TOKEN_VAR, lifeline.TOKEN_PREFIX_VAR
 CASE_DIR_PREFIX = "bench-case-"
 OWNER_FILE = "owner.pid"
 

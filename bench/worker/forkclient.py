@@ -19,7 +19,6 @@ from ..core import lifeline, procfs
 
 FOLDER_VAR = "BENCH_WORKER_FORKSERVER"
 OWNER_FILE = "owner.pid"
-TOKEN_VAR, TOKEN_PREFIX_VAR = "BENCH_RUN_TOKEN", "BENCH_TOKEN_PREFIX"  # harness/launch.py's names
 SERVER_TOKEN = "forkserver"
 START_WAIT_S = 30.0
 STARTING = ".starting"  # holds the server's pid once started
@@ -166,7 +165,7 @@ def start_server(folder: Path, root: Path, path: Path, env: dict) -> int:
     key = server_key(root, env)
     env = dict(env, PYTHONPATH=os.pathsep.join([str(root), *filter(None, [env.get("PYTHONPATH")])]))
     # no case's token (a case's clean-up would end it), but one its session's leftover checks see in every worker
-    env[TOKEN_VAR] = env.get(TOKEN_PREFIX_VAR, "") + SERVER_TOKEN
+    env[lifeline.TOKEN_VAR] = env.get(lifeline.TOKEN_PREFIX_VAR, "") + SERVER_TOKEN
     env["OPENBLAS_NUM_THREADS"] = "1"  # numpy's BLAS would start a thread pool at import: the server forks
     for name in ("OMP_NUM_THREADS", "MKL_NUM_THREADS"):  # torchrun's rank's, say: each worker sets its own
         env.pop(name, None)
