@@ -179,4 +179,4 @@ def test_bench_report_leads_with_the_answers_within_120_columns(capsys):
     assert main(["report", "--no-files", *map(str, committed_machines())]) == 0
     whole = capsys.readouterr().out
     first = whole.splitlines()[0]
-    assert first.endswith(": the answers (latest evidence from 8 commit(s))")  # the newest machine first: one H100
+    assert first.endswith(": the answers (latest evidence from 9 commit(s))")  # the newest machine first: one H100
