@@ -85,3 +85,8 @@ def test_no_folder_no_server(monkeypatch, tmp_path):
     assert forkclient.hand_over(time.time()) is None
     # a folder nobody prepared (no owner named) starts no server, and the worker runs itself
     assert forkclient.connect(tmp_path, ROOT) is None and forkclient.server_pids(tmp_path) == []
+    # nor does one whose socket's path would be too long for a Unix socket
+    deep = tmp_path / ("d" * 120)
+    deep.mkdir()
+    (deep / forkclient.OWNER_FILE).write_text(str(os.getpid()))
+    assert forkclient.connect(deep, ROOT) is None and not list(deep.glob("*.starting"))

@@ -22,6 +22,7 @@ OWNER_FILE = "owner.pid"
 SERVER_TOKEN = "forkserver"
 START_WAIT_S = 30.0
 STARTING = ".starting"  # holds the server's pid once started
+MAX_SOCKET_PATH = 100  # a Unix socket's path holds at most 107 bytes
 FORWARDED = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP, signal.SIGQUIT, signal.SIGUSR1, signal.SIGUSR2)
 
 
@@ -70,9 +71,8 @@ def hand_over(entered: float) -> int | None:
     with conn, conn.makefile("rb") as replies:
         socket.send_fds(conn, [json.dumps(request).encode()], [0, 1, 2])
         line = replies.readline()
-        if not line:
-            print("bench.worker: the fork server did not start the worker", file=sys.stderr)
-            return 1
+        if not line:  # it would not fork one: this process is the worker
+            return None
         pid = json.loads(line)["pid"]
         for sig in FORWARDED:  # what torchrun or the launcher sends this process reaches the worker
             signal.signal(sig, lambda s, _f: _send(pid, s))
@@ -101,7 +101,7 @@ def connect(folder: Path, root: Path) -> socket.socket | None:
     every worker while it imports (it would import as long itself)."""
     path = socket_path(folder, root)
     starting = path.with_suffix(STARTING)
-    if not path.exists() and not ensure_started(folder, root):
+    if len(str(path)) > MAX_SOCKET_PATH or (not path.exists() and not ensure_started(folder, root)):
         return None
     deadline = time.monotonic() + START_WAIT_S
     while True:
