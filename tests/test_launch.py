@@ -112,7 +112,10 @@ def test_two_nodes_meet_at_a_loopback_rendezvous(tmp_path):
              "--strategy", "ddp", "--gpus", "2", "--nnodes", "2", "--node-rank", str(node),
              "--master-addr", "127.0.0.1", "--master-port", str(port),
              "--results", str(tmp_path), "--sweep-name", "two-nodes"],
-            cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True))
+            # two machines' ranks on one 2-core host: a thread each (two each, spinning in OpenMP, made a
+            # step 1.8 s here against 0.16 s)
+            cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+            env=dict(os.environ, OMP_NUM_THREADS="1")))
     outs = [p.communicate(timeout=180)[0] for p in procs]
     assert [p.returncode for p in procs] == [0, 0], outs
     stored = list(tmp_path.rglob("two-nodes/*/*.json"))
