@@ -118,6 +118,9 @@ def test_two_nodes_meet_at_a_loopback_rendezvous(tmp_path):
             env=dict(os.environ, OMP_NUM_THREADS="1")))
     outs = [p.communicate(timeout=180)[0] for p in procs]
     assert [p.returncode for p in procs] == [0, 0], outs
+    # node 1's records hold its own rank's share: it prints no figure of the case, node 0 does
+    assert "ok on node 1: its ranks ran; node 0 stores the case and prints its figure" in outs[1]
+    assert "images/s" not in outs[1] and "  ok: " in outs[0] and "images/s (" in outs[0]
     stored = list(tmp_path.rglob("two-nodes/*/*.json"))
     assert len(stored) == 1  # node 0 stores the merged result; node 1 stores nothing
     rec = json.loads(stored[0].read_text())

@@ -130,6 +130,14 @@ def summary_line(record: dict) -> str:
             + (f"; {d['verdict']}: {d['evidence']}" if d.get("verdict") else "") + profile_text(record))
 
 
+def node_line(record: dict, node_rank: int) -> str:
+    """What a node that does not store says of a case: no figure, since its records hold only its own ranks'
+    share of it; node 0 gathers every rank's, stores the case and prints its figure."""
+    if record["status"] != "ok":
+        return f"  {record['status']} on node {node_rank}: {record['reason']}"
+    return f"  ok on node {node_rank}: its ranks ran; node 0 stores the case and prints its figure"
+
+
 def _windows_share(record: dict) -> str:
     share = phases.windows_share_pct(record.get("phases_s") or {})
     return "" if share is None else f" ({share:.0f}% in measured windows)"

@@ -243,7 +243,7 @@ def run_cases(run: Run, cases: list[Case], sweep: str, resume: bool = False, mea
             done.append(keep(run, records.assemble(case, result, sweep, run.env, started, peak, run.run_id)))
             if measured is not None:
                 measured[case.case_id] = done[-1]
-            say(records.summary_line(done[-1]))
+            say(records.summary_line(done[-1]) if run.stores else records.node_line(done[-1], run.dist.node_rank))
     if header:
         own = [r for r in done if not r.get("reused_from_sweep") and not r.get("measured_as_floor")]
         spent = phases.total([p.get("phases_s") or {} for r in own for p in r.get("processes") or []])
