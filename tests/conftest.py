@@ -1,7 +1,9 @@
 import contextlib
+import fcntl
 import os
 import signal
 import sys
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -12,6 +14,16 @@ sys.path.insert(0, str(ROOT))
 from bench.core.case import Case  # noqa: E402
 
 pytest_plugins = ["bench.pytest_plugin"]
+
+# Under pytest-xdist (make test runs two workers on a 2-core machine) every process a worker starts
+# trains on one thread: two workers' cases at two OpenMP threads each, spinning, would share 2 cores.
+# The worker's own variables are not handed down: a pytest session a test starts (README's
+# pytest-benchmark command) is a plain one, and pytest-benchmark turns itself off under xdist.
+XDIST_WORKER = os.environ.pop("PYTEST_XDIST_WORKER", None)
+XDIST_RUN = os.environ.pop("PYTEST_XDIST_TESTRUNUID", "")
+if XDIST_WORKER:
+    os.environ.pop("PYTEST_XDIST_WORKER_COUNT", None)
+    os.environ.setdefault("OMP_NUM_THREADS", "1")
 
 # the smallest case that still runs every part of the loop: ResNet-18 on 32 px images
 TINY = Case(device="cpu", model="resnet18", num_classes=10, batch_size=4, image_size=32,
@@ -144,3 +156,33 @@ def readme_copy(tmp_path_factory):
     if FORKSERVERS:  # the copy's fork server imports while its first command starts
         forkclient.ensure_started(FORKSERVERS[0], copy.root, cached_env(copy.root))
     return copy
+
+
+# Tests that read one session fixture run on one xdist worker, which makes it once: README's copy, the
+# tiny single and DDP runs; every other test goes with its file (its module fixtures are made once).
+SHARED_FIXTURE_GROUPS = {"readme_copy": "readme-copy", "tiny_run": "tiny-runs", "ddp_pair": "tiny-runs"}
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_collection_modifyitems(config, items):
+    if not config.pluginmanager.hasplugin("xdist"):
+        return
+    for item in items:
+        shared = [g for name, g in SHARED_FIXTURE_GROUPS.items() if name in getattr(item, "fixturenames", ())]
+        item.add_marker(pytest.mark.xdist_group(shared[0] if shared else item.path.name))
+
+
+# Tests whose assertions read the host's load or timing (a verdict of "shared", a window's length) run alone:
+# each test holds a shared lock on this run's file, these an exclusive one. The fixtures whose runs do so.
+ALONE_FIXTURES = {"fed"}
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_protocol(item, nextitem):
+    if not XDIST_WORKER:
+        yield
+        return
+    alone = item.get_closest_marker("alone") is not None or bool(ALONE_FIXTURES & set(item.fixturenames))
+    with open(Path(tempfile.gettempdir()) / f"gpu-bench-tests-{XDIST_RUN}.lock", "a") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX if alone else fcntl.LOCK_SH)
+        yield

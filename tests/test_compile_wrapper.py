@@ -10,6 +10,7 @@ from bench.core import labels
 from bench.harness.launch import cached_env, run_case
 from bench.present import recipe
 from bench.worker.dtype_check import LabelMismatch, check_compile_wrapper
+from forked_python import run_script
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -39,7 +40,6 @@ def test_a_step_launched_from_cpp_runs_is_labelled_and_its_recipe_runs(small_net
     # the recipe turns on the Inductor settings the case ran with, by their own names
     assert "'inductor_options': 'coordinate_descent_tuning'," in path.read_text()
     # with the case's Inductor cache, as a user's recipe has its own: the same graphs are not compiled twice
-    ran = subprocess.run([sys.executable, str(path), "--warmup", "1", "--steps", "2", "--windows", "1"],
-                         capture_output=True, text=True, timeout=420, env=cached_env(ROOT))
+    ran = run_script(path, "--warmup", "1", "--steps", "2", "--windows", "1", timeout=420, env=cached_env(ROOT))
     assert ran.returncode == 0, ran.stderr[-2000:]
     assert float(ran.stdout.split("images/s: ")[1].split()[0]) > 0

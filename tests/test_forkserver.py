@@ -90,3 +90,21 @@ def test_no_folder_no_server(monkeypatch, tmp_path):
     deep.mkdir()
     (deep / forkclient.OWNER_FILE).write_text(str(os.getpid()))
     assert forkclient.connect(deep, ROOT) is None and not list(deep.glob("*.starting"))
+
+
+def test_a_forked_recipe_runs_as_from_a_shell_and_cannot_lean_on_the_suite(tmp_path):
+    """tests/forked_python.py: the script's folder first on sys.path, its arguments, its exit code and output;
+    bench not importable, as in a user's shell."""
+    from forked_python import run_script
+    (tmp_path / "helper.py").write_text("WORD = 'beside'\n")
+    script = tmp_path / "recipe.py"
+    script.write_text("import sys, os, helper, torch\nprint(helper.WORD, sys.argv[1:], os.getppid())\n"
+                      "print('to stderr', file=sys.stderr)\ntry:\n    import bench\nexcept ImportError:\n"
+                      "    sys.exit(3)\nprint('bench', bench.__file__)\n")
+    ran = run_script(script, "--steps", 2)
+    assert (ran.returncode, ran.stdout.split()[:3], ran.stderr) == (3, ["beside", "['--steps',", "'2']"], "to stderr\n")
+    if os.environ.get(forkclient.FOLDER_VAR):  # forked by this session's server, not started by this process
+        assert int(ran.stdout.split()[-1]) in forkserver_pids()
+    script.write_text("raise RuntimeError('recipe broke')\n")
+    broke = run_script(script)
+    assert broke.returncode == 1 and "RuntimeError: recipe broke" in broke.stderr

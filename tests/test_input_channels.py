@@ -19,6 +19,7 @@ from bench.worker.loaders.normalize import DeviceNormalize
 from bench.worker.loaders.synthetic import SyntheticLoader
 from bench.worker.stem import widen_stem, with_zero_channels
 from bench.worker.trainer import build_model
+from forked_python import run_script
 
 SMALL = Case(device="cpu", model="resnet18", num_classes=10, batch_size=4, image_size=32, channels_last=True)
 
@@ -101,7 +102,6 @@ def test_a_padded_case_runs_stores_what_its_stem_read_and_its_recipe_runs(tmp_pa
     record = {"machine": "1x-cpu", "commit_folder": "abc", "run_id": "r1", "ranks": r["ranks"], "metrics": r["metrics"]}
     path = recipe.write(case, record, labels.describe(case.to_dict()), tmp_path)
     assert "'input_channels': 4," in path.read_text()
-    ran = subprocess.run([sys.executable, str(path), "--warmup", "1", "--steps", "2", "--windows", "1"],
-                         capture_output=True, text=True, timeout=300)
+    ran = run_script(path, "--warmup", "1", "--steps", "2", "--windows", "1")
     assert ran.returncode == 0, ran.stderr[-2000:]
     assert float(ran.stdout.split("images/s: ")[1].split()[0]) > 0

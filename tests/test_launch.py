@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from bench.core import sweeps
+from bench.core import lifeline, sweeps
 from bench.harness import launch
 from bench.harness.dist import DistArgs
 from bench.harness.launch import run_case
@@ -61,8 +61,8 @@ def test_single_case_end_to_end(tiny, tiny_run):
     assert r["ranks"][0]["model_flops_per_image"] == pytest.approx(222.1e6, rel=0.01)  # 3x its forward
 
 
-def test_dp_on_the_cpu_runs_the_seed_knobs_in_bf16(tiny):
-    case = sweeps.seed_optimized(tiny, 1)
+def test_dp_on_the_cpu_runs_the_seed_knobs_in_bf16(small_net):
+    case = sweeps.seed_optimized(small_net, 1)  # the small network: emulated bf16 made ResNet-18 take seconds
     assert case.dp_loss_in_forward and case.precision == "bf16"
     r = run_case(case)
     assert r["status"] == "ok", r
@@ -71,22 +71,34 @@ def test_dp_on_the_cpu_runs_the_seed_knobs_in_bf16(tiny):
 
 
 @pytest.mark.parametrize("ranks", [2, 4])
-def test_ddp_over_gloo_ranks_through_torchrun(tiny, ranks, request):
-    # two ranks: the run the start-ahead test reads too (conftest.ddp_pair)
-    r = request.getfixturevalue("ddp_pair")[0] if ranks == 2 else run_case(tiny.replace(strategy="ddp", gpus=ranks))
+def test_ddp_over_gloo_ranks_through_torchrun(small_net, ranks, request):
+    # two ranks: the run the start-ahead test reads too (conftest.ddp_pair, ResNet-18); four train the small
+    # network, whose gradients gloo sums in a fraction of ResNet-18's 45 MB time
+    r = request.getfixturevalue("ddp_pair")[0] if ranks == 2 else run_case(small_net.replace(strategy="ddp", gpus=ranks))
     assert r["status"] == "ok", r
     assert sorted(x["rank"] for x in r["ranks"]) == list(range(ranks))
     assert r["metrics"]["global_batch"] == 4 * ranks
-    assert "torch.distributed.run" in r["command"] and f"--nproc-per-node={ranks}" in r["command"]
+    agent = "bench.worker.torchrun" if os.environ.get(lifeline.FORKSERVER_VAR) else "torch.distributed.run"
+    assert f"-m {agent} " in r["command"] and f"--nproc-per-node={ranks}" in r["command"]
     # global figure = every rank's images over the slowest rank's window, per repeat
     rep0 = sum(x["images"][0] for x in r["ranks"]) / max(x["windows_s"][0] for x in r["ranks"])
     assert r["metrics"]["images_per_s_repeats"][0] == pytest.approx(rep0)
     assert r["ranks"][0]["backend"] == "gloo"
 
 
-def test_accumulation_all_reduce_counts(tiny):
+def test_torchrun_is_started_as_is_unless_the_test_suites_fork_server_is_set(tiny, monkeypatch, tmp_path):
+    case = tiny.replace(strategy="ddp", gpus=2)
+    monkeypatch.delenv(lifeline.FORKSERVER_VAR, raising=False)
+    plain = launch.worker_command(case, tmp_path / "case.json", tmp_path / "ranks", DistArgs())
+    assert plain[1:4] == ["-m", "torch.distributed.run", "--nproc-per-node=2"] and plain[-6:-4] == ["-m", "bench.worker"]
+    monkeypatch.setenv(lifeline.FORKSERVER_VAR, str(tmp_path))
+    forked = launch.worker_command(case, tmp_path / "case.json", tmp_path / "ranks", DistArgs())
+    assert forked[1:3] == ["-m", "bench.worker.torchrun"] and forked[3:] == plain[3:]
+
+
+def test_accumulation_all_reduce_counts(small_net):
     """The article's loop all-reduces on every micro-batch; no_sync only on the last one."""
-    base = tiny.replace(strategy="ddp", gpus=2, accumulation_steps=4, steps=1, repeats=1)
+    base = small_net.replace(strategy="ddp", gpus=2, accumulation_steps=4, steps=1, repeats=1)
     article = run_case(base.replace(accumulation_mode="article"))
     no_sync = run_case(base.replace(accumulation_mode="no_sync"))
     for r in (article, no_sync):
@@ -128,9 +140,9 @@ def test_two_nodes_meet_at_a_loopback_rendezvous(tmp_path):
     assert "--nnodes=2" in rec["launch_command"] and f"--master-port={port}" in rec["launch_command"]
 
 
-def test_oom_is_stored_with_the_batch_size_that_failed(tiny):
+def test_oom_is_stored_with_the_batch_size_that_failed(small_net):
     # a real allocation failure of the CPU allocator (a RuntimeError, not torch.OutOfMemoryError)
-    r = run_case(tiny.replace(strategy="ddp", gpus=2, fault="oom", fault_rank=1))
+    r = run_case(small_net.replace(strategy="ddp", gpus=2, fault="oom", fault_rank=1))
     assert r["status"] == "oom"
     assert r["reason"].startswith("rank 1: out of memory at batch_size=4 per rank: ")
     assert "DefaultCPUAllocator: can't allocate memory" in r["reason"]
@@ -236,6 +248,7 @@ def test_compile_knob_runs_and_reports_its_first_step(small_net, scope, precisio
     assert [n for n, on in held.items() if on] == ([options] if options else []) and len(held) == 4
 
 
+@pytest.mark.alone
 def test_a_case_in_fresh_processes_judged_against_the_runs_noise_floor(readme_copy):
     from readme_doc import readme_command
     out = readme_copy.run(readme_command("bin/bench run --device cpu --model resnet18"))  # README's own example

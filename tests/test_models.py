@@ -16,6 +16,7 @@ from bench.core.case import Case, CaseError
 from bench.harness.checks import check_models
 from bench.present import recipe
 from conftest import ROOT, TINY
+from forked_python import run_script
 
 SAMPLE = ("resnet18", "mobilenet_v3_small", "efficientnet_b0", "convnext_tiny", "regnet_y_400mf", "vit_b_16", "swin_t")
 FACTORY_SOURCE = """import torch
@@ -128,8 +129,7 @@ def test_the_users_factory_is_a_case_of_its_own_source_end_to_end(tmp_path):
     case = Case.from_dict(rec["case"])
     script = recipe.write(case, rec, "single, fp32", tmp_path / "recipes")
     assert script.name == "recipe_1gpu_mynets_small_make.py" and "from mynets.small import make" in script.read_text()
-    ran = subprocess.run([sys.executable, str(script), "--warmup", "1", "--steps", "2", "--windows", "1"],
-                         capture_output=True, text=True, timeout=300)
+    ran = run_script(script, "--warmup", "1", "--steps", "2", "--windows", "1")
     assert ran.returncode == 0 and float(ran.stdout.split("images/s: ")[1].split()[0]) > 0, ran.stderr[-2000:]
 
     (tmp_path / "mynets" / "small.py").write_text(FACTORY_SOURCE.replace("8,", "16,").replace("(8,", "(16,"))

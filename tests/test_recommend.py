@@ -11,9 +11,10 @@ import pytest
 
 from bench.analysis import search as recommend
 from bench.cli.flags import parse_budget
-from bench.core import recipes, sweeps
+from bench.core import procfs, recipes, sweeps
 from bench.core.case import CaseError
 from bench.present import recipe, recommend_text
+from forked_python import run_script
 
 ROOT = Path(__file__).resolve().parent.parent
 BASE = sweeps.GPU_BASE
@@ -359,7 +360,7 @@ def recommended(tmp_path_factory):
     # enough for a window at any batch the search can reach: up to 4x the start's 8, 4 steps a window
     # (with 64, a search whose 3x batch won refused the loader stage: "reads 96 per rank")
     generate.make_dataset(data, 128, 4, seed=1, workers=2, echo=lambda m: None)
-    out = subprocess.run([sys.executable, "-m", "bench", "recommend", "--gpus", "1", "--budget", "30s", "--no-compile",
+    out = subprocess.run([sys.executable, "-m", "bench", "recommend", "--gpus", "1", "--budget", "20s", "--no-compile",
                           "--floor-processes", "2", "--final-processes", "1", "--data", str(data),
                           "--results", str(tmp / "r")], cwd=ROOT, capture_output=True, text=True, timeout=600,
                          env={**__import__("os").environ, "BENCH_SKIP_PEAK": "1"})
@@ -379,7 +380,7 @@ def test_recommend_on_the_cpu_stores_every_candidate_and_writes_a_recipe_that_ru
         return
     assert "best: single" in out.stdout
     measured = [ln for ln in out.stdout.splitlines() if ln.startswith("  ok: ")]
-    # the start and at least one candidate: on a fresh 2-core machine the 30 s budget has held only those two
+    # the start and at least one candidate: a budget that started in bf16 held only those two in 30 s on 2 cores
     assert len(stored) >= 2 and len(measured) >= len(stored)
     (manifest,) = tmp_path.rglob("runs/*.json")
     summary = json.loads(manifest.read_text())["recommend"][0]
@@ -388,8 +389,7 @@ def test_recommend_on_the_cpu_stores_every_candidate_and_writes_a_recipe_that_ru
     assert script.relative_to(tmp_path).parts[1:] == ("recipes", "recipe_1gpu_resnet18.py")  # <machine>/recipes/: the latest
     assert summary["recipe"] == str(script.relative_to(tmp_path))  # inside the results tree, wherever it lies
     assert f"recipe: {script}" in out.stdout  # printed so the user can open it from where they ran the command
-    ran = subprocess.run([sys.executable, str(script), "--warmup", "1", "--steps", "2", "--windows", "2"],
-                         capture_output=True, text=True, timeout=300)
+    ran = run_script(script, "--warmup", "1", "--steps", "2", "--windows", "2")
     assert ran.returncode == 0, ran.stderr
     figure = float(ran.stdout.split("images/s: ")[1].split()[0])
     assert figure > 0 and "window 2:" in ran.stdout
@@ -551,6 +551,24 @@ def test_a_compiled_gpu_winner_is_tried_with_each_kernel_choosing_setting_alone(
     tried = [c for c in out.candidates if c.stage == "kernels"]
     assert [(c.case.input_channels, c.case.cudnn_benchmark_limit) for c in tried] == [(4, 10), (4, 0)]
     assert out.best.case.input_channels == 4 and out.best.case.cudnn_benchmark_limit == 10
+
+
+def test_a_cpu_search_starts_in_fp32_where_the_cpu_computes_no_bf16_itself(tmp_path):
+    cpuinfo = tmp_path / "cpuinfo"
+    cpuinfo.write_text("processor\t: 0\nflags\t\t: fpu sse2 avx2 fma\n\nprocessor\t: 1\nflags\t\t: fpu avx512_bf16\n")
+    assert procfs.cpu_flags(cpuinfo) == {"fpu", "sse2", "avx2", "fma"} and not procfs.native_bf16(cpuinfo)
+    for flags in ("flags\t\t: avx2 avx512f avx512_bf16", "flags\t\t: amx_tile amx_bf16", "Features\t: fp asimd bf16"):
+        cpuinfo.write_text(f"processor\t: 0\n{flags}\n")
+        assert procfs.native_bf16(cpuinfo), flags
+    assert procfs.cpu_flags(tmp_path / "missing") == set()
+    plain = recommend.start_case(recipes.CPU_RECOMMEND_BASE, 1, native_bf16=False)
+    native = recommend.start_case(recipes.CPU_RECOMMEND_BASE, 1, native_bf16=True)
+    assert (plain.precision, plain.channels_last, native.precision, native.channels_last) == ("fp32", False, "bf16", True)
+    assert plain.replace(precision="bf16", channels_last=True) == native  # nothing else differs
+    assert recommend.start_case(BASE, 1, native_bf16=False) == recommend.start_case(BASE, 1, native_bf16=True)
+    # bf16 is still tried, with and without NHWC
+    tried = dict(recommend.stages(plain, with_compile=False))["precision"]
+    assert dict(precision="bf16", channels_last=True) in tried and dict(precision="bf16", channels_last=False) in tried
 
 
 def test_a_compiled_winner_is_also_tried_with_its_kernels_launched_from_cpp():
@@ -768,7 +786,6 @@ def test_recommend_with_a_jpeg_folder_on_the_cpu_writes_a_jpeg_recipe_that_runs(
         return
     script = results / summary["jpeg_recipe"]
     assert script.name == "recipe_1gpu_resnet18_jpeg.py" and "recipe fed by JPEGs (dali cpu): " in out.stdout
-    ran = subprocess.run([sys.executable, str(script), "--data", str(data), "--warmup", "1", "--steps", "2",
-                          "--windows", "2"], capture_output=True, text=True, timeout=300)
+    ran = run_script(script, "--data", data, "--warmup", "1", "--steps", "2", "--windows", "2")
     assert ran.returncode == 0, ran.stderr[-2000:]
     assert float(ran.stdout.split("images/s: ")[1].split()[0]) > 0

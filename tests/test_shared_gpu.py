@@ -278,6 +278,7 @@ def test_host_load_outside_the_run_is_the_hosts_busy_time_less_the_ranks_own():
     assert sharing.host_outside_pct([]) is None
 
 
+@pytest.mark.alone
 def test_own_ticks_count_the_children_a_process_started():
     import os
     import subprocess
@@ -294,6 +295,7 @@ def test_own_ticks_count_the_children_a_process_started():
     assert during - before >= 0.3 * ticks  # the child's busy half second is the run's own
 
 
+@pytest.mark.alone
 @pytest.mark.slow
 def test_a_real_loaders_figure_is_marked_when_the_host_was_busy_outside_the_run(tmp_path):
     """A torch DataLoader case on the CPU, once with a busy loop beside it: the record's share of the cores

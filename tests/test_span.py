@@ -49,6 +49,7 @@ class RefillingLoader:
         self.thread.join()
 
 
+@pytest.mark.alone
 def test_a_slow_set_up_step_does_not_flatter_the_first_window(tiny, monkeypatch):
     # a warm-up long enough to drain what the queue held before it (the loader sets the pace after)
     case = tiny.replace(warmup_steps=40, steps=10, min_window_s=0.0, repeats=3)

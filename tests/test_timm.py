@@ -13,6 +13,7 @@ from bench.core.case import Case
 from bench.core.errors import CaseError
 from bench.present import recipe
 from conftest import ROOT
+from forked_python import run_script
 
 timm = pytest.importorskip("timm")  # the optional dependency: `pip install .[timm]`, which CI installs
 
@@ -74,8 +75,7 @@ def test_a_timm_case_runs_records_timms_version_and_its_recipe_runs(tmp_path):
     case = Case.from_dict(record["case"])
     script = recipe.write(case, record, labels.describe(record["case"]), tmp_path)
     assert script.name == "recipe_1gpu_timm_resnet18.py" and "timm.create_model('resnet18'" in script.read_text()
-    ran = subprocess.run([sys.executable, str(script), "--warmup", "1", "--steps", "1", "--windows", "1"],
-                         capture_output=True, text=True, timeout=300)
+    ran = run_script(script, "--warmup", "1", "--steps", "1", "--windows", "1")
     assert ran.returncode == 0, ran.stderr[-2000:]
     assert float(ran.stdout.split("images/s: ")[1].split()[0]) > 0
 

@@ -18,6 +18,9 @@ TOKEN_VAR = "BENCH_RUN_TOKEN"
 TOKEN_PREFIX_VAR = "BENCH_TOKEN_PREFIX"
 """A prefix for every case token this process starts, so a test (or a wrapper) can follow exactly
 the processes it started, however many other bench jobs run on the machine."""
+FORKSERVER_VAR = "BENCH_WORKER_FORKSERVER"
+"""The test suite's fork-server folder (worker/forkserver.py): where it is set, the launcher starts torchrun
+through bench.worker.torchrun, which hands it to the server as `python -m bench.worker` hands a worker."""
 
 
 def die_with_parent(sig: int = signal.SIGKILL) -> bool:

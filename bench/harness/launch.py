@@ -35,7 +35,9 @@ def worker_command(case: Case, case_file: Path, out: Path, dist: DistArgs) -> li
     worker = ["-m", "bench.worker", "--case", str(case_file), "--out", str(out)]
     if case.launcher != "torchrun":
         return [sys.executable, *worker]
-    cmd = [sys.executable, "-m", "torch.distributed.run", f"--nproc-per-node={dist.nproc_per_node(case)}",
+    # the test suite's fork server forks torchrun too (bench/worker/torchrun.py); a measured run starts it as is
+    agent = "bench.worker.torchrun" if os.environ.get(lifeline.FORKSERVER_VAR) else "torch.distributed.run"
+    cmd = [sys.executable, "-m", agent, f"--nproc-per-node={dist.nproc_per_node(case)}",
            f"--nnodes={dist.nnodes}", f"--node-rank={dist.node_rank}", "--max-restarts=0"]
     if dist.rdzv_endpoint:
         cmd += ["--rdzv-backend=c10d", f"--rdzv-endpoint={dist.rdzv_endpoint}", f"--rdzv-id={case.case_id}"]

@@ -17,7 +17,7 @@ from pathlib import Path
 
 from ..core import lifeline, procfs
 
-FOLDER_VAR = "BENCH_WORKER_FORKSERVER"
+FOLDER_VAR = lifeline.FORKSERVER_VAR
 OWNER_FILE = "owner.pid"
 SERVER_TOKEN = "forkserver"
 START_WAIT_S = 30.0
@@ -53,9 +53,10 @@ def server_key(root: Path, env: dict) -> str:
     return json.dumps([str(root), os.path.realpath(sys.prefix), os.path.realpath(sys.executable), start])
 
 
-def hand_over(entered: float) -> int | None:
-    """Run this worker in a forked one and return its exit code (or die of its signal); None where no fork
-    server is wanted or none could be had, and this process is then the worker itself."""
+def hand_over(entered: float, program: str = "worker") -> int | None:
+    """Run this worker (or, with program="torchrun", torchrun) in a forked process and return its exit code
+    (or die of its signal); None where no fork server is wanted or none could be had, and this process is
+    then the worker itself."""
     folder = os.environ.get(FOLDER_VAR)
     if not folder:
         return None
@@ -67,7 +68,8 @@ def hand_over(entered: float) -> int | None:
     lifeline.die_with_parent()
     if lifeline.orphaned(parent):
         return 1
-    request = {"argv": sys.argv[1:], "env": dict(os.environ), "cwd": os.getcwd(), "entered": entered}
+    request = {"argv": sys.argv[1:], "env": dict(os.environ), "cwd": os.getcwd(), "entered": entered,
+               "program": program}
     with conn, conn.makefile("rb") as replies:
         socket.send_fds(conn, [json.dumps(request).encode()], [0, 1, 2])
         line = replies.readline()
@@ -96,12 +98,13 @@ def _send(pid: int, sig: int) -> None:
         pass
 
 
-def connect(folder: Path, root: Path) -> socket.socket | None:
-    """A connection to this tree's server: started by the first worker that wants one, waited for by
-    every worker while it imports (it would import as long itself)."""
-    path = socket_path(folder, root)
+def connect(folder: Path, root: Path, env: dict | None = None) -> socket.socket | None:
+    """A connection to the server of this tree and these variables (this process's by default): started by
+    the first worker that wants one, waited for by every worker while it imports (it would import as long
+    itself)."""
+    path = socket_path(folder, root, env)
     starting = path.with_suffix(STARTING)
-    if len(str(path)) > MAX_SOCKET_PATH or (not path.exists() and not ensure_started(folder, root)):
+    if len(str(path)) > MAX_SOCKET_PATH or (not path.exists() and not ensure_started(folder, root, env)):
         return None
     deadline = time.monotonic() + START_WAIT_S
     while True:

@@ -1,5 +1,6 @@
 """A process that has imported what a worker imports, and forks a worker for each `python -m bench.worker`
-that asks it (worker/forkclient.py): the test suite's speed-up, where a fresh interpreter's imports (3 s
+that asks it (worker/forkclient.py), torchrun's agent for each `python -m bench.worker.torchrun` and a
+written recipe for the tests that run one (tests/forked_python.py): the test suite's speed-up, where a fresh interpreter's imports (3 s
 of torch and torchvision on a 2-core runner) dwarf the tiny cases it runs. Only where
 BENCH_WORKER_FORKSERVER names a folder; measured runs start every worker fresh.
 
@@ -14,6 +15,7 @@ import argparse
 import importlib
 import json
 import os
+import runpy
 import select
 import signal
 import socket
@@ -22,6 +24,7 @@ import time
 import traceback
 
 import torch
+import torch.distributed.run as torch_run
 
 from ..core import lifeline
 from .heartbeat import heartbeat
@@ -124,11 +127,21 @@ def _run_worker(client: socket.socket, request: dict, fds: list[int]) -> None:
         os.environ.clear()
         os.environ.update(request["env"])
         sys.argv = ["-m", *request["argv"]]
-        _as_if_started_here()
-        marks.update(entered=request["entered"], forked=forked)  # forked: its record says how it started
-        code = worker_main(request["argv"])
+        _as_if_started_here()  # a worker's, torchrun's or a recipe's threads alike
+        if request.get("program") == "torchrun":  # torchrun's agent, as `python -m torch.distributed.run` runs it
+            sys.argv = [torch_run.__file__, *request["argv"]]
+            runpy.run_module("torch.distributed.run", run_name="__main__", alter_sys=True)
+            code = 0
+        elif request.get("program") == "script":  # a written recipe, as `python SCRIPT ARGS` runs it
+            sys.argv = list(request["argv"])
+            _as_a_fresh_script(sys.argv[0])
+            runpy.run_path(sys.argv[0], run_name="__main__")
+            code = 0
+        else:
+            marks.update(entered=request["entered"], forked=forked)  # forked: its record says how it started
+            code = worker_main(request["argv"])
     except SystemExit as e:
-        code = e.code if isinstance(e.code, int) else 1
+        code = 0 if e.code is None else e.code if isinstance(e.code, int) else 1
     except BaseException:
         traceback.print_exc()
     finally:
@@ -142,6 +155,15 @@ def _as_if_started_here() -> None:
     heartbeat.t0 = time.monotonic()
     if os.environ.get("OMP_NUM_THREADS", "").isdigit():  # read once at load by OpenMP, in the server
         torch.set_num_threads(int(os.environ["OMP_NUM_THREADS"]))
+
+
+def _as_a_fresh_script(path: str) -> None:
+    """`python path` finds modules in the script's folder first and has no bench module loaded: a recipe that
+    needed the suite fails here as it would in a user's shell."""
+    tree = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    sys.path[:] = [os.path.dirname(os.path.abspath(path))] + [p for p in sys.path if os.path.abspath(p or ".") != tree]
+    for name in [m for m in sys.modules if m == "bench" or m.startswith("bench.")]:
+        del sys.modules[name]
 
 
 def _reap(children: dict, by_conn: dict) -> None:

@@ -1,0 +1,46 @@
+"""`python SCRIPT ARGS` for the tests that run a written recipe: forked from this session's fork server
+(bench/worker/forkserver.py), whose torch and torchvision are imported, where one runs; a fresh interpreter
+otherwise. Forked, the recipe runs as __main__ with its own folder first on sys.path and no bench module
+loaded, as it would from a user's shell."""
+from __future__ import annotations
+
+import json
+import os
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from bench.harness.launch import cached_env
+from bench.worker import forkclient
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def run_script(script, *args, timeout: float = 300, env: dict | None = None) -> subprocess.CompletedProcess:
+    argv = [str(script), *map(str, args)]
+    folder = os.environ.get(forkclient.FOLDER_VAR)
+    server_env = cached_env(ROOT)  # the variables the session's server started with: the workers' server
+    conn = forkclient.connect(Path(folder), ROOT, server_env) if folder else None
+    if conn is None:
+        return subprocess.run([sys.executable, *argv], capture_output=True, text=True, timeout=timeout, env=env)
+    with conn, conn.makefile("rb") as replies, open(os.devnull) as null, tempfile.TemporaryFile() as out, \
+            tempfile.TemporaryFile() as err:
+        request = {"argv": argv, "env": dict(os.environ if env is None else env), "cwd": os.getcwd(), "entered": time.time(),
+                   "program": "script"}
+        socket.send_fds(conn, [json.dumps(request).encode()], [null.fileno(), out.fileno(), err.fileno()])
+        conn.settimeout(timeout)  # past it, the connection closes and the server kills the script's group
+        try:
+            started, ended = replies.readline(), replies.readline()
+        except TimeoutError:
+            raise subprocess.TimeoutExpired(argv, timeout) from None
+        if not started or not ended:
+            raise AssertionError(f"the fork server ended before {script}")
+        end = json.loads(ended)
+        out.seek(0)
+        err.seek(0)
+        code = -end["signal"] if "signal" in end else end["exit"]
+        return subprocess.CompletedProcess(argv, code, out.read().decode(errors="replace"),
+                                           err.read().decode(errors="replace"))
