@@ -48,11 +48,10 @@ feed: $(SETUP)
 	$(PYTHON) -m bench feed $(if $(GPUS),--gpus $(GPUS)) $(if $(DATA),--data $(DATA)) $(if $(MODEL),--model $(MODEL)) $(FEED_ARGS)
 
 # two test processes where pytest-xdist is installed (environments/requirements-common.txt; a GPU image may
-# lack it): the tests wait on their cases' processes much of the time, each trains on one thread there, and
-# tests that read one session fixture share a process (tests/conftest.py)
+# lack it), each case of theirs training on one thread; tests/conftest.py says which tests share a process
 TEST_WORKERS ?= 2
 test: $(SETUP)
-	$(PYTHON) -m pytest -q tests $$($(PYTHON) -c "import xdist" 2>/dev/null && echo "-n $(TEST_WORKERS) --dist loadgroup")
+	$(PYTHON) -m pytest -q tests $$($(PYTHON) -c "import xdist" 2>/dev/null && echo "-n $(TEST_WORKERS)")
 
 recommend: $(SETUP)
 	$(PYTHON) -m bench recommend --budget $(BUDGET) $(if $(GPUS),--gpus $(GPUS)) $(if $(DATA),--data $(DATA)) $(BENCH_ARGS)

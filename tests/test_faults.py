@@ -18,8 +18,10 @@ from test_launch import as_in_a_terminal, leftovers
 
 pytestmark = pytest.mark.slow
 ROOT = Path(__file__).resolve().parent.parent
-# a 2-rank DDP case whose windows last long enough to be interrupted
-LONG_DDP = ["--device", "cpu", "--model", "resnet18", "--num-classes", "10", "--batch-size", "4", "--image-size", "32",
+# a 2-rank DDP case whose windows last long enough to be interrupted; its network is tests/smallnets.py's, whose
+# ranks import no torchvision
+LONG_DDP = ["--device", "cpu", "--model", "tests.smallnets:conv_bn", "--num-classes", "10", "--batch-size", "4",
+            "--image-size", "32",
             "--strategy", "ddp", "--gpus", "2", "--warmup-steps", "2", "--steps", "2", "--min-window-s", "30"]
 
 
@@ -139,10 +141,10 @@ def test_a_rank_killed_by_the_kernel_is_named_with_its_signal(tmp_path):
 
 
 @pytest.mark.fresh_processes
-def test_a_hanging_rank_is_killed_with_its_whole_group_and_the_timeout_names_what_each_did(tiny):
+def test_a_hanging_rank_is_killed_with_its_whole_group_and_the_timeout_names_what_each_did(small_net):
     # rank 1 hangs; rank 0 then waits for it in the gradient all-reduce: both are running at the timeout
     started = time.monotonic()
-    r = launch.run_case(tiny.replace(strategy="ddp", gpus=2, fault="hang", fault_rank=1, timeout_s=12))
+    r = launch.run_case(small_net.replace(strategy="ddp", gpus=2, fault="hang", fault_rank=1, timeout_s=12))
     assert r["status"] == "timeout"
     assert r["reason"].startswith("no result within timeout_s=12; every process of the case was killed")
     assert "still running then: rank 0 (" in r["reason"] and "rank 1 (" in r["reason"]

@@ -150,9 +150,9 @@ def test_oom_is_stored_with_the_batch_size_that_failed(small_net):
 
 
 @pytest.mark.fresh_processes
-def test_a_dying_rank_does_not_hang_the_others(tiny):
+def test_a_dying_rank_does_not_hang_the_others(small_net):
     started = time.monotonic()
-    r = run_case(tiny.replace(strategy="ddp", gpus=2, fault="crash", fault_rank=1, timeout_s=120))
+    r = run_case(small_net.replace(strategy="ddp", gpus=2, fault="crash", fault_rank=1, timeout_s=120))
     assert r["status"] == "error"
     assert r["reason"].startswith("rank 1 died") and "injected fault: rank 1 crashes" in r["reason"]
     assert any("rank 1 crashes" in ln for ln in r["stderr_tail"])
@@ -161,8 +161,8 @@ def test_a_dying_rank_does_not_hang_the_others(tiny):
 
 
 @pytest.mark.fresh_processes
-def test_a_crash_in_a_single_process_case_is_stored_with_its_last_words(tiny):
-    r = run_case(tiny.replace(fault="crash"))
+def test_a_crash_in_a_single_process_case_is_stored_with_its_last_words(small_net):
+    r = run_case(small_net.replace(fault="crash"))
     assert r["status"] == "error" and "rank 0 died (exit code 3)" in r["reason"]
     assert "injected fault: rank 0 crashes" in r["reason"]
 
@@ -184,8 +184,8 @@ sys.path.insert(0, {root!r})
 from bench.core.case import Case
 from bench.harness.run import Run, run_cases
 from bench.store.tree import Store
-tiny = Case(device="cpu", model="resnet18", num_classes=10, batch_size=4, image_size=32,
-            warmup_steps=1, steps=2, repeats=1, timeout_s=300.0)
+tiny = Case(device="cpu", num_classes=10, batch_size=4, image_size=32, warmup_steps=1, steps=2, repeats=1,
+            timeout_s=300.0, **{model!r})
 cases = [tiny.replace(name="first"), tiny.replace(name="stuck", fault="hang"), tiny.replace(name="third")]
 with Run(Store({store!r})) as run:
     run_cases(run, cases, "interrupted", resume={resume})
@@ -194,10 +194,12 @@ with Run(Store({store!r})) as run:
 
 @pytest.mark.fresh_processes
 @pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM], ids=["ctrl-c", "sigterm"])
-def test_ctrl_c_keeps_finished_results_and_resume_skips_them(tmp_path, sig):
+def test_ctrl_c_keeps_finished_results_and_resume_skips_them(tmp_path, sig, small_net):
     """Ctrl-C in a terminal, or SIGTERM from a scheduler or `timeout`: the same clean stop."""
     script = tmp_path / "sweep.py"
-    script.write_text(SWEEP_SCRIPT.format(root=str(ROOT), store=str(tmp_path / "r"), resume=False))
+    # the small network's fields: its ranks import no torchvision
+    model = {k: v for k, v in small_net.to_dict().items() if k.startswith("model")}
+    script.write_text(SWEEP_SCRIPT.format(root=str(ROOT), store=str(tmp_path / "r"), resume=False, model=model))
     p = subprocess.Popen([sys.executable, str(script)], stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                          text=True, start_new_session=True, preexec_fn=as_in_a_terminal)
     deadline = time.monotonic() + 120
@@ -213,7 +215,7 @@ def test_ctrl_c_keeps_finished_results_and_resume_skips_them(tmp_path, sig):
     if sig != signal.SIGINT:
         return  # what a resume does is the same after either signal
 
-    script.write_text(SWEEP_SCRIPT.format(root=str(ROOT), store=str(tmp_path / "r"), resume=True)
+    script.write_text(SWEEP_SCRIPT.format(root=str(ROOT), store=str(tmp_path / "r"), resume=True, model=model)
                       .replace('tiny.replace(name="stuck", fault="hang"), ', ""))
     out = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=120).stdout
     assert "already stored, skipped (--resume)" in out

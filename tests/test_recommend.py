@@ -750,8 +750,9 @@ def jpeg_recipes(tmp_path_factory):
         texts[name] = path.read_text()
         jobs += [(name, str(path), ["--data", str(data), "--warmup", "1", "--steps", "2", "--windows", "2"]),
                  (f"{name} no data", str(path), [])]
-    ran = subprocess.run([sys.executable, "-c", RECIPE_RUNNER, json.dumps(jobs)], capture_output=True, text=True,
-                         timeout=600)
+    runner = tmp / "run_recipes.py"
+    runner.write_text(RECIPE_RUNNER)
+    ran = run_script(runner, json.dumps(jobs), timeout=600)
     assert ran.returncode == 0, ran.stderr[-2000:]
     runs = json.loads(ran.stdout.splitlines()[-1])
     return {name: (texts[name], runs[name], runs[f"{name} no data"]) for name in texts}
