@@ -201,12 +201,20 @@ def pytest_configure(config):
 ALONE_FIXTURES = {"fed"}
 
 
+ALONE_LOCK = Path(tempfile.gettempdir()) / f"gpu-bench-tests-{XDIST_RUN}.lock"
+
+
 @pytest.hookimpl(hookwrapper=True)
 def pytest_runtest_protocol(item, nextitem):
     if not XDIST_WORKER:
         yield
         return
     alone = item.get_closest_marker("alone") is not None or bool(ALONE_FIXTURES & set(item.fixturenames))
-    with open(Path(tempfile.gettempdir()) / f"gpu-bench-tests-{XDIST_RUN}.lock", "a") as lock:
+    with open(ALONE_LOCK, "a") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX if alone else fcntl.LOCK_SH)
         yield
+
+
+def pytest_sessionfinish(session):
+    if XDIST_WORKER:  # a worker still running opens a new file, which nobody else needs by then
+        ALONE_LOCK.unlink(missing_ok=True)

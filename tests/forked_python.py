@@ -28,8 +28,8 @@ def run_script(script, *args, timeout: float = 300, env: dict | None = None) -> 
         return subprocess.run([sys.executable, *argv], capture_output=True, text=True, timeout=timeout, env=env)
     with conn, conn.makefile("rb") as replies, open(os.devnull) as null, tempfile.TemporaryFile() as out, \
             tempfile.TemporaryFile() as err:
-        request = {"argv": argv, "env": dict(os.environ if env is None else env), "cwd": os.getcwd(), "entered": time.time(),
-                   "program": "script"}
+        request = {"argv": argv, "env": dict(os.environ if env is None else env), "cwd": os.getcwd(),
+                   "entered": time.time(), "program": "script"}
         socket.send_fds(conn, [json.dumps(request).encode()], [null.fileno(), out.fileno(), err.fileno()])
         conn.settimeout(timeout)  # past it, the connection closes and the server kills the script's group
         try:

@@ -74,7 +74,8 @@ def test_dp_on_the_cpu_runs_the_seed_knobs_in_bf16(small_net):
 def test_ddp_over_gloo_ranks_through_torchrun(small_net, ranks, request):
     # two ranks: the run the start-ahead test reads too (conftest.ddp_pair, ResNet-18); four train the small
     # network, whose gradients gloo sums in a fraction of ResNet-18's 45 MB time
-    r = request.getfixturevalue("ddp_pair")[0] if ranks == 2 else run_case(small_net.replace(strategy="ddp", gpus=ranks))
+    r = (request.getfixturevalue("ddp_pair")[0] if ranks == 2
+         else run_case(small_net.replace(strategy="ddp", gpus=ranks)))
     assert r["status"] == "ok", r
     assert sorted(x["rank"] for x in r["ranks"]) == list(range(ranks))
     assert r["metrics"]["global_batch"] == 4 * ranks
@@ -90,7 +91,8 @@ def test_torchrun_is_started_as_is_unless_the_test_suites_fork_server_is_set(tin
     case = tiny.replace(strategy="ddp", gpus=2)
     monkeypatch.delenv(lifeline.FORKSERVER_VAR, raising=False)
     plain = launch.worker_command(case, tmp_path / "case.json", tmp_path / "ranks", DistArgs())
-    assert plain[1:4] == ["-m", "torch.distributed.run", "--nproc-per-node=2"] and plain[-6:-4] == ["-m", "bench.worker"]
+    assert plain[1:4] == ["-m", "torch.distributed.run", "--nproc-per-node=2"]
+    assert plain[-6:-4] == ["-m", "bench.worker"]
     monkeypatch.setenv(lifeline.FORKSERVER_VAR, str(tmp_path))
     forked = launch.worker_command(case, tmp_path / "case.json", tmp_path / "ranks", DistArgs())
     assert forked[1:3] == ["-m", "bench.worker.torchrun"] and forked[3:] == plain[3:]

@@ -1,8 +1,8 @@
 """A process that has imported what a worker imports, and forks a worker for each `python -m bench.worker`
 that asks it (worker/forkclient.py), torchrun's agent for each `python -m bench.worker.torchrun` and a
-written recipe for the tests that run one (tests/forked_python.py): the test suite's speed-up, where a fresh interpreter's imports (3 s
-of torch and torchvision on a 2-core runner) dwarf the tiny cases it runs. Only where
-BENCH_WORKER_FORKSERVER names a folder; measured runs start every worker fresh.
+written recipe for the tests that run one (tests/forked_python.py): the test suite's speed-up, where a
+fresh interpreter's imports (3 s of torch and torchvision on a 2-core runner) dwarf the tiny cases it
+runs. Only where BENCH_WORKER_FORKSERVER names a folder; measured runs start every worker fresh.
 
 `python -m bench.worker.forkserver --socket PATH --owner PID`. One thread, never a tensor computed, so
 each fork starts clean. A worker it forked is killed with its process group when the client that asked
