@@ -4,9 +4,7 @@ otherwise. Forked, the recipe runs as __main__ with its own folder first on sys.
 loaded, as it would from a user's shell."""
 from __future__ import annotations
 
-import json
 import os
-import socket
 import subprocess
 import sys
 import tempfile
@@ -28,17 +26,15 @@ def run_script(script, *args, timeout: float = 300, env: dict | None = None) -> 
         return subprocess.run([sys.executable, *argv], capture_output=True, text=True, timeout=timeout, env=env)
     with conn, conn.makefile("rb") as replies, open(os.devnull) as null, tempfile.TemporaryFile() as out, \
             tempfile.TemporaryFile() as err:
-        request = {"argv": argv, "env": dict(os.environ if env is None else env), "cwd": os.getcwd(),
-                   "entered": time.time(), "program": "script"}
-        socket.send_fds(conn, [json.dumps(request).encode()], [null.fileno(), out.fileno(), err.fileno()])
+        asked = forkclient.request(argv, "script", os.environ if env is None else env, time.time())
         conn.settimeout(timeout)  # past it, the connection closes and the server kills the script's group
         try:
-            started, ended = replies.readline(), replies.readline()
+            started = forkclient.send(conn, replies, asked, [null.fileno(), out.fileno(), err.fileno()])
+            end = forkclient.ending(replies) if started is not None else None
         except TimeoutError:
             raise subprocess.TimeoutExpired(argv, timeout) from None
-        if not started or not ended:
+        if end is None:
             raise AssertionError(f"the fork server ended before {script}")
-        end = json.loads(ended)
         out.seek(0)
         err.seek(0)
         code = -end["signal"] if "signal" in end else end["exit"]

@@ -68,27 +68,42 @@ def hand_over(entered: float, program: str = "worker") -> int | None:
     lifeline.die_with_parent()
     if lifeline.orphaned(parent):
         return 1
-    request = {"argv": sys.argv[1:], "env": dict(os.environ), "cwd": os.getcwd(), "entered": entered,
-               "program": program}
     with conn, conn.makefile("rb") as replies:
-        socket.send_fds(conn, [json.dumps(request).encode()], [0, 1, 2])
-        line = replies.readline()
-        if not line:  # it would not fork one: this process is the worker
+        pid = send(conn, replies, request(sys.argv[1:], program, os.environ, entered), [0, 1, 2])
+        if pid is None:  # it would not fork one: this process is the worker
             return None
-        pid = json.loads(line)["pid"]
         for sig in FORWARDED:  # what torchrun or the launcher sends this process reaches the worker
             signal.signal(sig, lambda s, _f: _send(pid, s))
-        line = replies.readline()
-    if not line:
+        end = ending(replies)
+    if end is None:
         print("bench.worker: the fork server ended before the worker", file=sys.stderr)
         return 1
-    end = json.loads(line)
     if "signal" in end:  # died as the worker did, so the launcher reads the same signal
         if end["signal"] in FORWARDED:
             signal.signal(end["signal"], signal.SIG_DFL)
         os.kill(os.getpid(), end["signal"])
         return 128 + end["signal"]
     return int(end["exit"])
+
+
+def request(argv: list[str], program: str, env, entered: float) -> dict:
+    """What the server needs to become `python -m bench.worker ARGV` (or torchrun, or `python SCRIPT ARGS` where
+    program is "script") as started here: its arguments, variables and folder."""
+    return {"argv": list(argv), "env": dict(env), "cwd": os.getcwd(), "entered": entered, "program": program}
+
+
+def send(conn: socket.socket, replies, request: dict, fds: list[int]) -> int | None:
+    """Hand the request and the process's stdin, stdout and stderr (`fds`) to the server; the forked pid, or None
+    where it would not fork one."""
+    socket.send_fds(conn, [json.dumps(request).encode()], fds)
+    line = replies.readline()
+    return json.loads(line)["pid"] if line else None
+
+
+def ending(replies) -> dict | None:
+    """How the forked process ended: {"exit": code} or {"signal": number}; None where the server went first."""
+    line = replies.readline()
+    return json.loads(line) if line else None
 
 
 def _send(pid: int, sig: int) -> None:

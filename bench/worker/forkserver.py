@@ -24,14 +24,13 @@ import time
 import traceback
 
 import torch
-import torch.distributed.run as torch_run
 
 from ..core import lifeline
 from .heartbeat import heartbeat
 from .phases import marks
 from .rank import main as worker_main
 
-WARM = ("torch.distributed", "torch.utils.data", "torch.utils.flop_counter", "torch._dynamo",
+WARM = ("torch.distributed", "torch.distributed.run", "torch.utils.data", "torch.utils.flop_counter", "torch._dynamo",
         "torch.nn.parallel", "torch.distributed.algorithms.ddp_comm_hooks", "torchvision", "torchvision.models",
         "torchvision.transforms.v2", "PIL.Image", "bench.worker.loaders.torch_loader",
         "bench.worker.loaders.synthetic", "bench.worker.strategies.ddp", "bench.worker.strategies.dp")
@@ -129,7 +128,6 @@ def _run_worker(client: socket.socket, request: dict, fds: list[int]) -> None:
         sys.argv = ["-m", *request["argv"]]
         _as_if_started_here()  # a worker's, torchrun's or a recipe's threads alike
         if request.get("program") == "torchrun":  # torchrun's agent, as `python -m torch.distributed.run` runs it
-            sys.argv = [torch_run.__file__, *request["argv"]]
             runpy.run_module("torch.distributed.run", run_name="__main__", alter_sys=True)
             code = 0
         elif request.get("program") == "script":  # a written recipe, as `python SCRIPT ARGS` runs it
