@@ -4,6 +4,7 @@ import os
 import signal
 import sys
 import tempfile
+import time
 from pathlib import Path
 
 import pytest
@@ -158,22 +159,54 @@ def readme_copy(tmp_path_factory):
     return copy
 
 
-# The test files that read a session fixture another file reads too (README's copy, the tiny single and DDP
-# runs): one xdist worker runs them all, and so makes each fixture once; every other file is a unit of its
-# own, its module fixtures made once. (pytest-xdist's loadgroup cannot group under pytest 9: it renames
-# a test through an attribute pytest no longer reads.)
-SHARED_FIXTURES = {"readme_copy", "tiny_run", "ddp_pair"}
-SHARED_FIXTURE_FILES = {"test_diagnosis.py", "test_launch.py", "test_phases.py", "test_pytest_plugin.py",
-                        "test_readme.py", "test_sweeps_and_plots.py"}
-SHARED_UNIT = "files sharing session fixtures"
+# The test files that read a session fixture another file reads too: one xdist worker runs each group, and so
+# makes its fixtures once; every other file is a unit of its own, its module fixtures made once. (pytest-xdist's
+# loadgroup cannot group under pytest 9: it renames a test through an attribute pytest no longer reads.) The
+# files of the tests that run alone go with README's copy (a test of its runs alone), so that one worker runs
+# them all back to back at its start, while the other waits once.
+ALONE_UNIT = "README's copy, and the tests that run alone"
+SHARED_UNITS = {
+    ALONE_UNIT: ({"readme_copy"}, {"test_pytest_plugin.py", "test_readme.py", "test_sweeps_and_plots.py",
+                                   "test_feed.py", "test_shared_gpu.py", "test_span.py"}),
+    "the tiny runs": ({"tiny_run", "ddp_pair"}, {"test_diagnosis.py", "test_launch.py", "test_phases.py"}),
+}
+UNIT_OF_FILE = {name: unit for unit, (_, files) in SHARED_UNITS.items() for name in files}
+
+
+def unit_of(nodeid: str) -> str:
+    path = nodeid.split("::", 1)[0]
+    return UNIT_OF_FILE.get(Path(path).name, path)
 
 
 def pytest_collection_modifyitems(config, items):
     for item in items:
-        reads = SHARED_FIXTURES & set(getattr(item, "fixturenames", ()))
-        if reads and item.path.name not in SHARED_FIXTURE_FILES:
-            raise pytest.UsageError(f"{item.nodeid} reads {', '.join(sorted(reads))}: add {item.path.name} to "
-                                    "tests/conftest.py's SHARED_FIXTURE_FILES")
+        for unit, (fixtures, files) in SHARED_UNITS.items():
+            reads = fixtures & set(getattr(item, "fixturenames", ()))
+            if reads and item.path.name not in files:
+                raise pytest.UsageError(f"{item.nodeid} reads {', '.join(sorted(reads))}: add {item.path.name} to "
+                                        f"{unit!r} in tests/conftest.py's SHARED_UNITS")
+        if runs_alone(item) and item.path.name not in SHARED_UNITS[ALONE_UNIT][1]:
+            raise pytest.UsageError(f"{item.nodeid} runs alone: add {item.path.name} to {ALONE_UNIT!r} in "
+                                    "tests/conftest.py's SHARED_UNITS")
+    if XDIST_WORKER:
+        items[:] = scheduled(items)
+
+
+def scheduled(items: list) -> list:
+    """The order xdist hands units out in, and each unit's tests run in: the unit of the tests that run alone
+    first, with those marked alone first, then those reading a fixture made alone (a module's tests stay
+    together: its fixtures are made once); then the units with the most end-to-end (slow) tests, so that no
+    long unit comes last."""
+    units: dict[str, list] = {}
+    for item in items:
+        units.setdefault(unit_of(item.nodeid), []).append(item)
+
+    def weight(unit: str) -> tuple:
+        return unit != ALONE_UNIT, -sum(t.get_closest_marker("slow") is not None for t in units[unit])
+
+    def order(item) -> tuple:
+        return item.get_closest_marker("alone") is None, not runs_alone(item)
+    return [t for unit in sorted(units, key=weight) for t in sorted(units[unit], key=order)]
 
 
 class SharedFixtureUnits:
@@ -182,11 +215,11 @@ class SharedFixtureUnits:
     @staticmethod
     def pytest_xdist_make_scheduler(config, log):
         from xdist.scheduler import LoadScopeScheduling
+        config.option.loadscopereorder = False  # the units in `scheduled`'s order, not by their count of tests
 
         class SharedFixtureScheduling(LoadScopeScheduling):
             def _split_scope(self, nodeid: str) -> str:
-                path = nodeid.split("::", 1)[0]
-                return SHARED_UNIT if Path(path).name in SHARED_FIXTURE_FILES else path
+                return unit_of(nodeid)
 
         return SharedFixtureScheduling(config, log)
 
@@ -197,11 +230,24 @@ def pytest_configure(config):
 
 
 # Tests whose assertions read the host's load or timing (a verdict of "shared", a window's length) run alone:
-# each test holds a shared lock on this run's file, these an exclusive one. The fixtures whose runs do so.
+# each test holds a shared lock on this run's file, these an exclusive one. The (module-scoped) fixtures whose
+# runs do so: the test that makes one runs alone, those that then read what it made share the machine.
 ALONE_FIXTURES = {"fed"}
+ALONE_FIXTURES_MADE: set[tuple[str, Path]] = set()
 
 
 ALONE_LOCK = Path(tempfile.gettempdir()) / f"gpu-bench-tests-{XDIST_RUN}.lock"
+
+
+def alone_fixtures_made_by(item) -> set[tuple[str, Path]]:
+    return {(name, item.path) for name in ALONE_FIXTURES & set(item.fixturenames)} - ALONE_FIXTURES_MADE
+
+
+def runs_alone(item) -> bool:
+    return item.get_closest_marker("alone") is not None or bool(alone_fixtures_made_by(item))
+
+
+EXCLUSIVE: list = []  # the lock file, held from one test that runs alone to the next one that follows it
 
 
 @pytest.hookimpl(hookwrapper=True)
@@ -209,10 +255,40 @@ def pytest_runtest_protocol(item, nextitem):
     if not XDIST_WORKER:
         yield
         return
-    alone = item.get_closest_marker("alone") is not None or bool(ALONE_FIXTURES & set(item.fixturenames))
-    with open(ALONE_LOCK, "a") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX if alone else fcntl.LOCK_SH)
+    makes, alone = alone_fixtures_made_by(item), runs_alone(item)
+    if alone:
+        if not EXCLUSIVE:
+            EXCLUSIVE.append(open(ALONE_LOCK, "a"))
+            fcntl.flock(EXCLUSIVE[0], fcntl.LOCK_EX)
         yield
+    else:
+        with open(ALONE_LOCK, "a") as lock:
+            fcntl.flock(lock, fcntl.LOCK_SH)
+            yield
+    ALONE_FIXTURES_MADE.update(makes)
+    if EXCLUSIVE and (nextitem is None or not runs_alone(nextitem)):
+        EXCLUSIVE.pop().close()
+
+
+@pytest.fixture(autouse=True)
+def _alone_after_the_fork_servers_start(request, tmp_path_factory):
+    if request.node.get_closest_marker("alone") is not None:
+        wait_for_fork_servers(tmp_path_factory)
+    yield
+
+
+def wait_for_fork_servers(tmp_path_factory, timeout_s: float = 60.0) -> None:
+    """Until every fork server this test run started (each worker's, README copy's) has done its imports: a test
+    that runs alone must not run beside one. A worker's first test may run alone, while servers start."""
+    from bench.worker import forkclient
+    base = tmp_path_factory.getbasetemp()
+    sessions = list(base.parent.glob("popen-gw*")) if XDIST_WORKER else [base]
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        starting = [f for s in sessions for f in s.glob("forkserver*/*" + forkclient.STARTING)]
+        if all(f.with_suffix(".sock").exists() or not forkclient.server_alive(f) for f in starting):
+            return
+        time.sleep(0.1)
 
 
 def pytest_sessionfinish(session):

@@ -1,7 +1,7 @@
-"""`python SCRIPT ARGS` for the tests that run a written recipe: forked from this session's fork server
-(bench/worker/forkserver.py), whose torch and torchvision are imported, where one runs; a fresh interpreter
-otherwise. Forked, the recipe runs as __main__ with its own folder first on sys.path and no bench module
-loaded, as it would from a user's shell."""
+"""`python SCRIPT ARGS` (and `torchrun ... SCRIPT ARGS`) for the tests that run a written recipe: forked from this
+session's fork server (bench/worker/forkserver.py), whose torch and torchvision are imported, where one runs; a
+fresh interpreter otherwise. Forked, the recipe runs as __main__ with its own folder first on sys.path and no bench
+module loaded, as it would from a user's shell."""
 from __future__ import annotations
 
 import os
@@ -40,3 +40,15 @@ def run_script(script, *args, timeout: float = 300, env: dict | None = None) -> 
         code = -end["signal"] if "signal" in end else end["exit"]
         return subprocess.CompletedProcess(argv, code, out.read().decode(errors="replace"),
                                            err.read().decode(errors="replace"))
+
+
+def torchrun_script(script, *args, ranks: int = 2, timeout: float = 300) -> subprocess.CompletedProcess:
+    """`torchrun --standalone --nproc-per-node RANKS SCRIPT ARGS`: where a fork server runs, its agent and each rank
+    forked from it (the agent as the launcher's is, bench/worker/torchrun.py; each rank through forked_rank.py)."""
+    torchrun = ["--standalone", "--nproc-per-node", str(ranks)]
+    if not os.environ.get(forkclient.FOLDER_VAR):
+        return subprocess.run([sys.executable, "-m", "torch.distributed.run", *torchrun, str(script), *map(str, args)],
+                              capture_output=True, text=True, timeout=timeout)
+    rank = Path(__file__).with_name("forked_rank.py")
+    return subprocess.run([sys.executable, "-m", "bench.worker.torchrun", *torchrun, str(rank), str(script),
+                           *map(str, args)], capture_output=True, text=True, timeout=timeout, env=cached_env(ROOT))

@@ -247,9 +247,18 @@ def test_peak_is_measured_once_and_stored(tmp_path, monkeypatch):
     (tmp_path / "peak.json").write_text(json.dumps({**p, "flops_per_s": {"fp32": 1.0, "bf16": 2.0, "fp16": 3.0}}))
     assert peak.load_or_measure(tmp_path, "cpu", {})["flops_per_s"]["fp32"] == 1.0  # not measured again
     # a file from before bf16 and fp16 were measured on the CPU is measured again, not read as it is
+    measured = _measuring_again(monkeypatch, p)
     (tmp_path / "peak.json").write_text(json.dumps({**p, "flops_per_s": {"fp32": 1.0}}))
-    again = peak.load_or_measure(tmp_path, "cpu", {})["flops_per_s"]
-    assert again["fp32"] > 1e8 and again["bf16"] > 1e6
+    assert peak.load_or_measure(tmp_path, "cpu", {})["flops_per_s"] == p["flops_per_s"] and measured == ["cpu"]
+
+
+def _measuring_again(monkeypatch, measurement: dict) -> list[str]:
+    """Later measurements give `measurement` (a real one costs a fresh process seconds; the test above makes one);
+    returns the devices each was asked for."""
+    asked = []
+    monkeypatch.setattr(peak, "measured_in_a_fresh_process",
+                        lambda device: asked.append(device) or {k: v for k, v in measurement.items() if k != "env"})
+    return asked
 
 
 def test_a_new_results_tree_takes_the_hosts_peak_measured_under_the_same_software(tmp_path, monkeypatch):
@@ -262,9 +271,10 @@ def test_a_new_results_tree_takes_the_hosts_peak_measured_under_the_same_softwar
     assert peak.load_or_measure(tmp_path / "a", "cpu", env) == known  # not measured: 1 FLOP/s is no CPU's
     assert json.loads((tmp_path / "a" / "peak.json").read_text()) == known  # and kept beside the results
     # other software (or another CPU) on the host: measured, and the cache holds the new one
+    measured = _measuring_again(monkeypatch, {"device": "cpu", "flops_per_s": {"fp32": 5e9, "bf16": 1e9, "fp16": 1e9}})
     newer = dict(env, torch="2.15.0")
     p = peak.load_or_measure(tmp_path / "b", "cpu", newer)
-    assert p["flops_per_s"]["fp32"] > 1e8 and p["env"]["torch"] == "2.15.0"
+    assert measured == ["cpu"] and p["flops_per_s"]["fp32"] == 5e9 and p["env"]["torch"] == "2.15.0"
     assert json.loads(peak.cache_file(newer).read_text()) == p
 
 

@@ -15,7 +15,7 @@ from bench.data import generate
 from bench.present import answers_text, feed_text
 from bench.present.text import table
 from bench.store import query
-from conftest import ROOT
+from conftest import ROOT, wait_for_fork_servers
 from test_chinese import english_left
 
 H100 = "NVIDIA H100 80GB HBM3"
@@ -31,7 +31,9 @@ def bench(*argv) -> tuple[int, str]:
 
 @pytest.fixture(scope="module")
 def fed(tmp_path_factory):
-    """One feed run on tiny JPEGs: both CPU loaders, R = 1 and 2, warm and cold, one process a rung."""
+    """One feed run on tiny JPEGs: both CPU loaders, R = 1 and 2, warm and cold, one process a rung; alone (its
+    verdicts read the host's load), once the fork servers have started."""
+    wait_for_fork_servers(tmp_path_factory)
     data = tmp_path_factory.mktemp("feed-jpegs")
     generate.make_dataset(data, 96, 4, seed=3, workers=2, echo=lambda m: None)
     results = tmp_path_factory.mktemp("feed-results")

@@ -252,33 +252,6 @@ def test_compile_knob_runs_and_reports_its_first_step(small_net, scope, precisio
     assert [n for n, on in held.items() if on] == ([options] if options else []) and len(held) == 4
 
 
-@pytest.mark.alone
-def test_a_case_in_fresh_processes_judged_against_the_runs_noise_floor(readme_copy):
-    from readme_doc import readme_command
-    out = readme_copy.run(readme_command("bin/bench run --device cpu --model resnet18"))  # README's own example
-    assert out.returncode == 0, out.stdout + out.stderr
-    # this machine's, not the committed; README's mobilenet_v3_small run stores in sweep 'run' too
-    (path,) = [p for p in (readme_copy.root / "results").glob("cpu-*/*/run/*/*.json")
-               if json.loads(p.read_text())["case"]["model"] == "resnet18"]
-    rec = json.loads(path.read_text())
-    from bench.store import record
-    assert rec["schema"] == record.SCHEMA and rec["definitions"] == record.DEFINITIONS
-    assert path.stem == rec["run_id"]
-    m = rec["metrics"]
-    figures = [p["images_per_s"] for p in rec["processes"]]
-    assert m["processes"] == 2 and len(figures) == 2 and m["images_per_s"] == pytest.approx(sum(figures) / 2)
-    lo, hi = m["images_per_s_ci95"]
-    assert lo < m["images_per_s"] < hi
-    # windows are bounded by time: more steps than the minimum of 2, every window near 0.4 s or longer
-    assert m["steps_per_window"] > 2
-    assert min(w for p in rec["processes"] for ws in p["windows_s"] for w in ws) > 0.25
-    assert m["input_stall_pct"] is not None and m["compute_dtypes"] == {"cpu": "float32"}
-    manifest = json.loads((path.parents[2] / "runs" / f"{rec['run_id']}.json").read_text())
-    assert manifest["noise_floor"]["n"] == 2 and manifest["noise_floor_end"]["n"] == 2
-    assert manifest["finished_at"] and manifest["interrupted"] is False
-    assert "95% interval" in out.stdout and "process-to-process sd" in out.stdout
-
-
 def test_a_precision_label_that_did_not_run_fails_the_case():
     from bench.core.case import Case
     from bench.worker.dtype_check import LabelMismatch, check_label

@@ -4,12 +4,13 @@ no GPU; each output excerpt checked against what its command prints now (or agai
 it quotes); the copy's `git status` clean after all of them; README within 300 lines. Through make,
 the code checked is the bench command's own: the `Error N` line make prints for the command it ran
 (make itself exits 2 for any failure)."""
+import json
 import re
 import subprocess
 
 import pytest
 
-from readme_doc import README, ROOT, readme_commands
+from readme_doc import README, ROOT, readme_command, readme_commands
 
 pytestmark = pytest.mark.slow
 
@@ -85,6 +86,32 @@ def own_code(command: str, out: subprocess.CompletedProcess) -> int:
     found = re.findall(r"\] Error (\d+)$", out.stderr, re.M)
     assert out.returncode == 2 and len(found) == 1, out.stderr[-2000:]
     return int(found[0])
+
+
+@pytest.mark.alone
+def test_a_case_in_fresh_processes_judged_against_the_runs_noise_floor(readme_copy):
+    out = readme_copy.run(readme_command("bin/bench run --device cpu --model resnet18"))  # README's own example
+    assert out.returncode == 0, out.stdout + out.stderr
+    # this machine's, not the committed; README's mobilenet_v3_small run stores in sweep 'run' too
+    (path,) = [p for p in (readme_copy.root / "results").glob("cpu-*/*/run/*/*.json")
+               if json.loads(p.read_text())["case"]["model"] == "resnet18"]
+    rec = json.loads(path.read_text())
+    from bench.store import record
+    assert rec["schema"] == record.SCHEMA and rec["definitions"] == record.DEFINITIONS
+    assert path.stem == rec["run_id"]
+    m = rec["metrics"]
+    figures = [p["images_per_s"] for p in rec["processes"]]
+    assert m["processes"] == 2 and len(figures) == 2 and m["images_per_s"] == pytest.approx(sum(figures) / 2)
+    lo, hi = m["images_per_s_ci95"]
+    assert lo < m["images_per_s"] < hi
+    # windows are bounded by time: more steps than the minimum of 2, every window near 0.4 s or longer
+    assert m["steps_per_window"] > 2
+    assert min(w for p in rec["processes"] for ws in p["windows_s"] for w in ws) > 0.25
+    assert m["input_stall_pct"] is not None and m["compute_dtypes"] == {"cpu": "float32"}
+    manifest = json.loads((path.parents[2] / "runs" / f"{rec['run_id']}.json").read_text())
+    assert manifest["noise_floor"]["n"] == 2 and manifest["noise_floor_end"]["n"] == 2
+    assert manifest["finished_at"] and manifest["interrupted"] is False
+    assert "95% interval" in out.stdout and "process-to-process sd" in out.stdout
 
 
 def test_make_reports_the_commands_own_code():

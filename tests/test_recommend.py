@@ -14,7 +14,7 @@ from bench.cli.flags import parse_budget
 from bench.core import procfs, recipes, sweeps
 from bench.core.case import CaseError
 from bench.present import recipe, recommend_text
-from forked_python import run_script
+from forked_python import run_script, torchrun_script
 
 ROOT = Path(__file__).resolve().parent.parent
 BASE = sweeps.GPU_BASE
@@ -406,9 +406,7 @@ def test_a_ddp_recipe_runs_under_torchrun_on_gloo(tmp_path, tiny):
     again = recipe.write(case, {**record, "run_id": "r2"}, "ddp, fp32", tmp_path)
     assert again == path and sorted(p.name for p in tmp_path.iterdir()) == ["recipe_2gpu_resnet18.py"]  # the latest only
     assert ", run r2" in path.read_text()
-    ran = subprocess.run([sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node", "2",
-                          str(path), "--warmup", "1", "--steps", "2", "--windows", "1"],
-                         capture_output=True, text=True, timeout=300)
+    ran = torchrun_script(path, "--warmup", "1", "--steps", "2", "--windows", "1")
     assert ran.returncode == 0, ran.stderr[-2000:]
     assert "2 process(es)" in ran.stdout and float(ran.stdout.split("images/s: ")[1].split()[0]) > 0
     assert "FutureWarning" not in ran.stderr  # buffer sync turned off by the keyword this torch knows
@@ -791,3 +789,18 @@ def test_recommend_with_a_jpeg_folder_on_the_cpu_writes_a_jpeg_recipe_that_runs(
     ran = run_script(script, "--data", data, "--warmup", "1", "--steps", "2", "--windows", "2")
     assert ran.returncode == 0, ran.stderr[-2000:]
     assert float(ran.stdout.split("images/s: ")[1].split()[0]) > 0
+
+
+@pytest.mark.parametrize("native", [False, True])
+def test_a_precision_this_cpu_emulates_is_expected_to_cost_five_fp32_processes(native):
+    """Where the CPU has no native bf16, a bf16 candidate's process is expected to take five fp32 ones (one
+    expected to take an fp32 one's 2 s took 8-11 s, and spent the share kept for the JPEG-fed winner)."""
+    standin = StandIn({}, eager_s=10.0)  # 10 s a process; 5 processes before the precision stage
+    out = search(standin, budget_s=70.0, final_processes=0, native_bf16=native).run(sweeps.CPU_BASE, 1,
+                                                                                    with_compile=False)
+    tried = [(c.case.precision, c.case.channels_last) for c in out.candidates if c.stage == "precision"]
+    if native:  # started in bf16; each precision candidate expected to take 10 s: two of them fit
+        assert out.candidates[0].case.precision == "bf16" and tried == [("bf16", False), ("fp32", True)]
+    else:  # started in fp32; the bf16 candidates expected to take 50 s each, past the 20 s left
+        assert out.candidates[0].case.precision == "fp32" and tried == [("fp32", True)]
+        assert "precision: precision=bf16, channels_last=True (budget)" in out.skipped

@@ -99,6 +99,10 @@ fed step at batch 512 was still in its first step after 134 s with it, against 5
 COMPILE_COST_FACTOR = 3.0
 """A compiled candidate's process, until one is measured: about three eager ones (about 40 s of
 compiling on one H200 beside an eager process of about 25 s)."""
+EMULATED_PRECISION_COST_FACTOR = 5.0
+"""A bf16 or fp16 candidate's process on a CPU without native bf16 (procfs.native_bf16), until one is measured:
+about five fp32 ones. On a 2-core x86 host a recommend process of ResNet-18 at batch 12 took 8-11 s in bf16
+(726.9 ms a step) against about 2 s in fp32 (141.6 ms), and so spent the share kept for the JPEG-fed winner."""
 CACHED_FIRST_STEP_S = 15.0
 """A compiled case's first step in a fresh process once Inductor's on-disk cache holds its graphs (the
 suite keeps that cache between processes): 7.2-9.2 s on one H200, against 45-75 s cold."""

@@ -19,11 +19,11 @@ from __future__ import annotations
 
 import time
 
-from ..core import recipes, verdicts
+from ..core import procfs, recipes, verdicts
 from ..core.case import Case
 from ..core.errors import CaseError
-from .plan import (COMPILE_COST_FACTOR, CPP_WRAPPER_COST_FACTOR, budget_capped, compiled_again_s, expected_s,
-                   seconds_per_process)
+from .plan import (COMPILE_COST_FACTOR, CPP_WRAPPER_COST_FACTOR, EMULATED_PRECISION_COST_FACTOR, budget_capped,
+                   compiled_again_s, expected_s, seconds_per_process)
 from .search_records import (  # noqa: F401 (the search's API)
     Candidate,
     Outcome,
@@ -68,14 +68,16 @@ gain of 2-3% (the whole step as one CUDA graph, batch 384) can be told from the 
 class Search(CarryingWalk, FedSearch):
     def __init__(self, measure, budget_s: float, clock=time.monotonic,
                  final_processes: int = FINAL_PROCESSES, stored: dict | None = None, known_times: dict | None = None,
-                 floor_processes: int = 0, on_floor=None, confirm_processes: int = CONFIRM_PROCESSES):
+                 floor_processes: int = 0, on_floor=None, confirm_processes: int = CONFIRM_PROCESSES,
+                 native_bf16: bool | None = None):
         """`measure(case, processes, sweep)` runs and stores a case and returns its record; `stored`
         (case id -> record) holds this commit's reusable records; `known_times` (plan.per_process_times)
         is what this machine took before, for the budget's estimates. The first
         starting set-up is measured in `floor_processes` fresh processes, and `on_floor(case, figures)`
         is handed their figures: the run's noise floor, before any other candidate is judged. A
         candidate faster than the best but within noise is measured again in `confirm_processes` fresh
-        processes (and the best too, where it has fewer), unless that is under 2."""
+        processes (and the best too, where it has fewer), unless that is under 2. `native_bf16`: whether this
+        CPU computes bf16 itself (read from this host where not given)."""
         self.measure_case, self.budget_s, self.clock = measure, budget_s, clock
         self.final_processes, self.confirm_processes = final_processes, confirm_processes
         self.confirmed: dict[str, dict] = {}  # knobs -> the record of their confirmation processes
@@ -84,7 +86,8 @@ class Search(CarryingWalk, FedSearch):
         self.known_times = known_times or {}
         self.t0 = clock()
         self.seen: dict[str, dict] = {}
-        self.walls: list[tuple[bool, float]] = []  # (compiled, seconds per process)
+        self.native_bf16 = native_bf16
+        self.walls: list[tuple[tuple, float]] = []  # (cost_kind, seconds per process)
 
     # --- budget ---------------------------------------------------------------------------------
     def elapsed(self) -> float:
@@ -96,19 +99,26 @@ class Search(CarryingWalk, FedSearch):
         again = self.seen.get(knobs_key(case))
         if case.compile and again is not None:
             return compiled_again_s(again)
-        same = [w for compiled, w in self.walls if compiled == bool(case.compile)]
-        eager = [w for compiled, w in self.walls if not compiled]
-        guess = (expected_s(case, self.known_times) or max(same, default=0.0)
-                 or max(eager, default=0.0) * (COMPILE_COST_FACTOR if case.compile else 1.0))
+        same = [w for kind, w in self.walls if kind == self.cost_kind(case)]
+        plain = [w for kind, w in self.walls if kind == (False, False)]
+        factor = (COMPILE_COST_FACTOR if case.compile else 1.0) * (EMULATED_PRECISION_COST_FACTOR
+                                                                  if self.cost_kind(case)[1] else 1.0)
+        guess = expected_s(case, self.known_times) or max(same, default=0.0) or max(plain, default=0.0) * factor
         # a first C++ wrapper compiles far longer than the Python one that the stored times mostly hold
         return guess * (CPP_WRAPPER_COST_FACTOR if case.compile and case.compile_wrapper == "cpp" else 1.0)
+
+    def cost_kind(self, case: Case) -> tuple[bool, bool]:
+        """(compiled, in a precision this CPU emulates): the processes whose seconds estimate each other's."""
+        emulated = case.device == "cpu" and case.precision in ("bf16", "fp16") and not (
+            procfs.native_bf16() if self.native_bf16 is None else self.native_bf16)
+        return bool(case.compile), emulated
 
     def measure(self, case: Case, processes: int = 1, sweep: str = SWEEP) -> dict:
         key = knobs_key(case)
         if processes == 1 and key in self.seen:
             return self.seen[key]
         record = self.measure_case(budget_capped(case, self.budget_s - self.elapsed(), processes), processes, sweep)
-        self.walls.append((bool(case.compile), seconds_per_process(record)))
+        self.walls.append((self.cost_kind(case), seconds_per_process(record)))
         if processes == 1:
             self.seen[key] = record
         return record
@@ -123,7 +133,7 @@ class Search(CarryingWalk, FedSearch):
         self.limit = share_end - (share_end - began) * LOADER_BUDGET_SHARE if data_dir else share_end
         outcome = Outcome(gpus)
 
-        start = start_case(base, gpus)
+        start = start_case(base, gpus, self.native_bf16)
         current = Candidate("start", start, self._measure_start(start), "where the search starts")
         outcome.candidates.append(current)
         if figure(current.record) is None:

@@ -103,13 +103,9 @@ def load_or_measure(folder: Path, device: str, env: dict) -> dict:
     if (cached := _usable(cache_file(env), device, env)) is not None:
         write_json_atomic(path, cached)
         return cached
-    size = 8192 if device == "cuda" else 1024
-    code = f"import json,sys; sys.path.insert(0,{str(REPO_ROOT)!r}); " \
-           f"from bench.harness.peak import measure; print(json.dumps(measure({device!r}, {size})))"
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
-    if out.returncode != 0:
+    peak = measured_in_a_fresh_process(device)
+    if not peak:
         return {}
-    peak = json.loads(out.stdout.strip().splitlines()[-1])
     peak["env"] = {k: env.get(k) for k in MACHINE_KEYS}
     write_json_atomic(path, peak)
     try:
@@ -117,3 +113,12 @@ def load_or_measure(folder: Path, device: str, env: dict) -> dict:
     except OSError:  # a cache that cannot be written costs a later measurement, nothing else
         pass
     return peak
+
+
+def measured_in_a_fresh_process(device: str) -> dict:
+    """`measure` where nothing else has touched the device; {} where it failed."""
+    size = 8192 if device == "cuda" else 1024
+    code = f"import json,sys; sys.path.insert(0,{str(REPO_ROOT)!r}); " \
+           f"from bench.harness.peak import measure; print(json.dumps(measure({device!r}, {size})))"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
+    return json.loads(out.stdout.strip().splitlines()[-1]) if out.returncode == 0 else {}

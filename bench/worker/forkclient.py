@@ -129,12 +129,13 @@ def connect(folder: Path, root: Path, env: dict | None = None) -> socket.socket 
             return conn
         except OSError:
             conn.close()
-        if time.monotonic() > deadline or not _server_alive(starting):
+        if time.monotonic() > deadline or not server_alive(starting):
             return None
         time.sleep(0.05)
 
 
-def _server_alive(starting: Path) -> bool:
+def server_alive(starting: Path) -> bool:
+    """The server a .starting file names is running (or is being started)."""
     try:
         text = starting.read_text()
     except OSError:

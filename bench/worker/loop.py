@@ -27,7 +27,8 @@ from .trainer import LoaderOnly, Trainer, cpp_wrapper_graphs, cuda_graph_skips, 
 
 SLOWDOWN_VAR = "BENCH_INJECT_SLOWDOWN_PCT"
 """Test of the comparison method only: every measured step is followed by an idle pause of this
-percentage of the warm-up's step time, so a run can be made slower on purpose. Stored with the record."""
+percentage of the warm-up's step time, so a run can be made slower on purpose; the windows are sized with
+the pauses. Stored with the record."""
 MAX_STEPS_PER_WINDOW = 100_000
 
 
@@ -112,7 +113,10 @@ def measure(case: Case, ctx: RankContext) -> dict:
         timed = math.ceil(timed / per_round) * per_round
         warmup_run = timed + 1
         step_estimate_s = timed_warmup(trainer, batches, ctx, timed)
-        steps = window_steps(case, ctx, step_estimate_s, per_round)
+        slowdown_pct = float(os.environ.get(SLOWDOWN_VAR) or 0)
+        pause_s = step_estimate_s * slowdown_pct / 100.0
+        # a 10x slowdown sized without its pauses made every window ten times min_window_s
+        steps = window_steps(case, ctx, step_estimate_s + pause_s, per_round)
         settle_steps = steps if case.loader != "synthetic" else 0
         if settle_steps:
             # a real loader's first window after start-up still ran 12% fast on one H200 (torch
@@ -122,8 +126,6 @@ def measure(case: Case, ctx: RankContext) -> dict:
             for _ in range(settle_steps):
                 trainer.step(batches)
         inject_fault(case, ctx)
-        slowdown_pct = float(os.environ.get(SLOWDOWN_VAR) or 0)
-        pause_s = step_estimate_s * slowdown_pct / 100.0
         scale_before = loss_scale(trainer)
         mark("span_start")
         span = timed_span(trainer, batches, timer, steps, case.repeats, sampler, pause_s, evict)

@@ -1,5 +1,5 @@
-"""Started by the harness (`python -m bench.worker.prime [CASE_JSON] [MODULES...]`) while it has other
-work, such as making the data folder, and ended before anything is measured. It pays once, unmeasured,
+"""Started by the harness (`python -m bench.worker.prime [MODULES...]`, or worker/prime_steps.py where a
+reference case is given) while it has other work, such as making the data folder, and ended before anything is measured. It pays once, unmeasured,
 for what the first process on a fresh machine would otherwise pay in its first phases:
 - the imports a worker makes, so their bytecode is in the cache (one H200 image ships none);
 - matplotlib's font cache, which the report would otherwise build at the end of the run;
@@ -18,10 +18,6 @@ import time
 from pathlib import Path
 
 from ..core import software
-from ..core.case import Case
-from . import loaders
-from .context import from_environment, synchronize
-from .trainer import Trainer
 
 MODULES = ("torch", "torchvision", "nvidia.dali", "nvidia", "matplotlib.font_manager")
 """nvidia: the namespace of the CUDA wheels (cuDNN, cuBLAS, NCCL); importing matplotlib's font
@@ -70,22 +66,9 @@ def read_libraries(files: list[Path]) -> tuple[int, int]:
     return total, len(seen)
 
 
-def first_steps(case: Case, steps: int = 2) -> list[float]:
-    """The case's first optimizer steps on synthetic input, each timed (device-synchronised)."""
-    case = case.replace(loader="synthetic", data_dir="")
-    ctx = from_environment(case)
-    trainer = Trainer(case, ctx)
-    batches = iter(loaders.make(case, ctx))
-    took = []
-    for _ in range(steps):
-        t = time.perf_counter()
-        trainer.step(batches)
-        synchronize(ctx)
-        took.append(time.perf_counter() - t)
-    return took
-
-
-def main(case_json: str = "", modules=MODULES) -> dict:
+def main(modules=MODULES, then=None) -> dict:
+    """Import `modules` and read their libraries; `then(out)`, where given, runs beside the reads and adds its
+    facts to `out`. Imports no torch where `modules` do not."""
     t = time.perf_counter()
     imported = []
     for name in modules:
@@ -100,15 +83,12 @@ def main(case_json: str = "", modules=MODULES) -> dict:
     reader.start()  # file reads release the GIL: the disk works while the steps below run
     if "torch" in imported:
         out["software"] = software.versions()
-    if case_json:
-        try:
-            out["first_steps_s"] = first_steps(Case.from_dict(json.loads(case_json)))
-        except Exception as e:  # noqa: BLE001 - priming is a courtesy: the case itself will say what fails
-            out["first_steps_error"] = f"{e.__class__.__name__}: {e}"[:300]
+    if then is not None:
+        then(out)
     reader.join()
     out["seconds"] = time.perf_counter() - t
     return out
 
 
 if __name__ == "__main__":
-    print(json.dumps(main(sys.argv[1] if len(sys.argv) > 1 else "", tuple(sys.argv[2:]) or MODULES)), flush=True)
+    print(json.dumps(main(tuple(sys.argv[1:]) or MODULES)), flush=True)
