@@ -230,13 +230,14 @@ def pytest_configure(config):
 
 
 # Tests whose assertions read the host's load or timing (a verdict of "shared", a window's length) run alone:
-# each test holds a shared lock on this run's file, these an exclusive one. The (module-scoped) fixtures whose
-# runs do so: the test that makes one runs alone, those that then read what it made share the machine.
+# every test holds a shared lock on this run's file through its set-up and tear-down, and those marked alone an
+# exclusive one while they run, after their set-up (README's copy, say) and once the fork servers have started;
+# so do the (module-scoped) fixtures whose runs read the load, while they run. Only the worker of ALONE_UNIT
+# asks for it, so no two wait for each other; it keeps it from one such test to the next.
 ALONE_FIXTURES = {"fed"}
 ALONE_FIXTURES_MADE: set[tuple[str, Path]] = set()
-
-
 ALONE_LOCK = Path(tempfile.gettempdir()) / f"gpu-bench-tests-{XDIST_RUN}.lock"
+HOLD: list = []  # this worker's hold on the lock: [the open file, fcntl.LOCK_SH or fcntl.LOCK_EX]
 
 
 def alone_fixtures_made_by(item) -> set[tuple[str, Path]]:
@@ -247,7 +248,26 @@ def runs_alone(item) -> bool:
     return item.get_closest_marker("alone") is not None or bool(alone_fixtures_made_by(item))
 
 
-EXCLUSIVE: list = []  # the lock file, held from one test that runs alone to the next one that follows it
+def _hold(mode: int) -> None:
+    if not HOLD:
+        HOLD[:] = [open(ALONE_LOCK, "a"), None]
+    if HOLD[1] != mode:
+        fcntl.flock(HOLD[0], mode)
+        HOLD[1] = mode
+
+
+@contextlib.contextmanager
+def alone(config):
+    """What runs inside has the machine to itself (under xdist; a serial session always has)."""
+    if not XDIST_WORKER:
+        yield
+        return
+    wait_for_fork_servers(config)
+    _hold(fcntl.LOCK_EX)
+    try:
+        yield
+    finally:
+        _hold(fcntl.LOCK_SH)
 
 
 @pytest.hookimpl(hookwrapper=True)
@@ -255,34 +275,29 @@ def pytest_runtest_protocol(item, nextitem):
     if not XDIST_WORKER:
         yield
         return
-    makes, alone = alone_fixtures_made_by(item), runs_alone(item)
-    if alone:
-        if not EXCLUSIVE:
-            EXCLUSIVE.append(open(ALONE_LOCK, "a"))
-            fcntl.flock(EXCLUSIVE[0], fcntl.LOCK_EX)
-        yield
-    else:
-        with open(ALONE_LOCK, "a") as lock:
-            fcntl.flock(lock, fcntl.LOCK_SH)
-            yield
+    makes = alone_fixtures_made_by(item)
+    if not HOLD:
+        _hold(fcntl.LOCK_SH)
+    yield
     ALONE_FIXTURES_MADE.update(makes)
-    if EXCLUSIVE and (nextitem is None or not runs_alone(nextitem)):
-        EXCLUSIVE.pop().close()
+    if not (HOLD[1] == fcntl.LOCK_EX and nextitem is not None and runs_alone(nextitem)):
+        HOLD.pop(0).close()
+        HOLD.clear()
 
 
-@pytest.fixture(autouse=True)
-def _alone_after_the_fork_servers_start(request, tmp_path_factory):
-    if request.node.get_closest_marker("alone") is not None:
-        wait_for_fork_servers(tmp_path_factory)
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_call(item):
+    if XDIST_WORKER and item.get_closest_marker("alone") is not None:
+        wait_for_fork_servers(item.config)
+        _hold(fcntl.LOCK_EX)
     yield
 
 
-def wait_for_fork_servers(tmp_path_factory, timeout_s: float = 60.0) -> None:
-    """Until every fork server this test run started (each worker's, README copy's) has done its imports: a test
-    that runs alone must not run beside one. A worker's first test may run alone, while servers start."""
+def wait_for_fork_servers(config, timeout_s: float = 60.0) -> None:
+    """Until every fork server of this xdist run (each worker's, README copy's) has done its imports: what runs
+    alone must not run beside one."""
     from bench.worker import forkclient
-    base = tmp_path_factory.getbasetemp()
-    sessions = list(base.parent.glob("popen-gw*")) if XDIST_WORKER else [base]
+    sessions = list(Path(config.option.basetemp).parent.glob("popen-gw*"))
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
         starting = [f for s in sessions for f in s.glob("forkserver*/*" + forkclient.STARTING)]

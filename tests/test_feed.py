@@ -15,7 +15,7 @@ from bench.data import generate
 from bench.present import answers_text, feed_text
 from bench.present.text import table
 from bench.store import query
-from conftest import ROOT, wait_for_fork_servers
+from conftest import ROOT, alone
 from test_chinese import english_left
 
 H100 = "NVIDIA H100 80GB HBM3"
@@ -30,15 +30,15 @@ def bench(*argv) -> tuple[int, str]:
 
 
 @pytest.fixture(scope="module")
-def fed(tmp_path_factory):
+def fed(tmp_path_factory, pytestconfig):
     """One feed run on tiny JPEGs: both CPU loaders, R = 1 and 2, warm and cold, one process a rung; alone (its
-    verdicts read the host's load), once the fork servers have started."""
-    wait_for_fork_servers(tmp_path_factory)
+    verdicts read the host's load)."""
     data = tmp_path_factory.mktemp("feed-jpegs")
     generate.make_dataset(data, 96, 4, seed=3, workers=2, echo=lambda m: None)
     results = tmp_path_factory.mktemp("feed-results")
-    code, out = bench("feed", "--gpus", "2", "--data", str(data), "--loaders", "torch,dali-cpu", "--cold",
-                      "--processes", "1", "--per-gpu", "40", "--results", str(results), *TINY)
+    with alone(pytestconfig):
+        code, out = bench("feed", "--gpus", "2", "--data", str(data), "--loaders", "torch,dali-cpu", "--cold",
+                          "--processes", "1", "--per-gpu", "40", "--results", str(results), *TINY)
     records = query.load([p for p in results.iterdir() if p.is_dir()])[0]
     return code, out, records, results
 
