@@ -18,7 +18,8 @@ OFF_VAR = "BENCH_PRIME"  # "0": no priming
 
 
 class Prime:
-    """`python -m bench.worker.prime` (or prime_steps, given a reference case) in the background; `finish()` waits for it and says what it did."""
+    """`python -m bench.worker.prime` (or prime_steps, given a reference case) in the background; `finish()`
+    waits for it and says what it did."""
 
     def __init__(self, reference: Case | None = None, modules: tuple[str, ...] = (), root: Path = envmod.REPO_ROOT,
                  env: dict | None = None):
@@ -27,8 +28,8 @@ class Prime:
         self.proc = None
         if os.environ.get(OFF_VAR, "1") == "0":
             return
-        with_steps = ["bench.worker.prime_steps", json.dumps(reference.to_dict())] if reference else ["bench.worker.prime"]
-        cmd = [sys.executable, "-m", *with_steps, *modules]
+        module = ["bench.worker.prime_steps", json.dumps(reference.to_dict())] if reference else ["bench.worker.prime"]
+        cmd = [sys.executable, "-m", *module, *modules]
         self.proc = subprocess.Popen(cmd, cwd=root, env={**cached_env(root), **(env or {})},
                                      stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
 

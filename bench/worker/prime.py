@@ -1,6 +1,7 @@
 """Started by the harness (`python -m bench.worker.prime [MODULES...]`, or worker/prime_steps.py where a
-reference case is given) while it has other work, such as making the data folder, and ended before anything is measured. It pays once, unmeasured,
-for what the first process on a fresh machine would otherwise pay in its first phases:
+reference case is given) while it has other work, such as making the data folder, and ended before anything
+is measured. It pays once, unmeasured, for what the first process on a fresh machine would otherwise pay in its
+first phases:
 - the imports a worker makes, so their bytecode is in the cache (one H200 image ships none);
 - matplotlib's font cache, which the report would otherwise build at the end of the run;
 - the shared libraries behind them read into the page cache (in a thread, beside the rest);
