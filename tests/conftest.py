@@ -256,14 +256,23 @@ def _hold(mode: int) -> None:
         HOLD[1] = mode
 
 
+def _exclusive(config) -> None:
+    wait_for_fork_servers(config)
+    _hold(fcntl.LOCK_EX)
+
+
+def _release() -> None:
+    HOLD.pop(0).close()
+    HOLD.clear()
+
+
 @contextlib.contextmanager
 def alone(config):
     """What runs inside has the machine to itself (under xdist; a serial session always has)."""
     if not XDIST_WORKER:
         yield
         return
-    wait_for_fork_servers(config)
-    _hold(fcntl.LOCK_EX)
+    _exclusive(config)
     try:
         yield
     finally:
@@ -281,15 +290,13 @@ def pytest_runtest_protocol(item, nextitem):
     yield
     ALONE_FIXTURES_MADE.update(makes)
     if not (HOLD[1] == fcntl.LOCK_EX and nextitem is not None and runs_alone(nextitem)):
-        HOLD.pop(0).close()
-        HOLD.clear()
+        _release()
 
 
 @pytest.hookimpl(hookwrapper=True)
 def pytest_runtest_call(item):
     if XDIST_WORKER and item.get_closest_marker("alone") is not None:
-        wait_for_fork_servers(item.config)
-        _hold(fcntl.LOCK_EX)
+        _exclusive(item.config)  # kept to the end of its tear-down, and on into a next test that runs alone
     yield
 
 
@@ -301,7 +308,7 @@ def wait_for_fork_servers(config, timeout_s: float = 60.0) -> None:
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
         starting = [f for s in sessions for f in s.glob("forkserver*/*" + forkclient.STARTING)]
-        if all(f.with_suffix(".sock").exists() or not forkclient.server_alive(f) for f in starting):
+        if all(forkclient.server_settled(f) for f in starting):
             return
         time.sleep(0.1)
 

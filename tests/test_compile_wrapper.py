@@ -1,7 +1,5 @@
 """`compile_wrapper`: a compiled step whose kernels Inductor launches from C++ code. The label is checked
 against the graphs Inductor built, and the recipe of such a case runs on its own."""
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest

@@ -1,8 +1,6 @@
 """`input_channels`: images reach the model as RGB (3) or as RGB and a channel of zeros (4), the stem
 convolution widened with zero weights there. Refused where no model runs, labelled, in the id only when
 set, the same outputs as the RGB model's, delivered by every loader and checked against what ran."""
-import subprocess
-import sys
 
 import pytest
 import torch

@@ -86,7 +86,7 @@ class Search(CarryingWalk, FedSearch):
         self.known_times = known_times or {}
         self.t0 = clock()
         self.seen: dict[str, dict] = {}
-        self.native_bf16 = native_bf16
+        self.native_bf16 = procfs.native_bf16() if native_bf16 is None else native_bf16
         self.walls: list[tuple[tuple, float]] = []  # (cost_kind, seconds per process)
 
     # --- budget ---------------------------------------------------------------------------------
@@ -99,18 +99,17 @@ class Search(CarryingWalk, FedSearch):
         again = self.seen.get(knobs_key(case))
         if case.compile and again is not None:
             return compiled_again_s(again)
-        same = [w for kind, w in self.walls if kind == self.cost_kind(case)]
-        plain = [w for kind, w in self.walls if kind == (False, False)]
-        factor = (COMPILE_COST_FACTOR if case.compile else 1.0) * (EMULATED_PRECISION_COST_FACTOR
-                                                                  if self.cost_kind(case)[1] else 1.0)
+        compiled, emulated = kind = self.cost_kind(case)
+        same = [w for k, w in self.walls if k == kind]
+        plain = [w for k, w in self.walls if k == (False, False)]
+        factor = (COMPILE_COST_FACTOR if compiled else 1.0) * (EMULATED_PRECISION_COST_FACTOR if emulated else 1.0)
         guess = expected_s(case, self.known_times) or max(same, default=0.0) or max(plain, default=0.0) * factor
         # a first C++ wrapper compiles far longer than the Python one that the stored times mostly hold
         return guess * (CPP_WRAPPER_COST_FACTOR if case.compile and case.compile_wrapper == "cpp" else 1.0)
 
     def cost_kind(self, case: Case) -> tuple[bool, bool]:
         """(compiled, in a precision this CPU emulates): the processes whose seconds estimate each other's."""
-        emulated = case.device == "cpu" and case.precision in ("bf16", "fp16") and not (
-            procfs.native_bf16() if self.native_bf16 is None else self.native_bf16)
+        emulated = case.device == "cpu" and case.precision in ("bf16", "fp16") and not self.native_bf16
         return bool(case.compile), emulated
 
     def measure(self, case: Case, processes: int = 1, sweep: str = SWEEP) -> dict:

@@ -22,6 +22,7 @@ OWNER_FILE = "owner.pid"
 SERVER_TOKEN = "forkserver"
 START_WAIT_S = 30.0
 STARTING = ".starting"  # holds the server's pid once started
+SOCKET = ".sock"  # appears beside it once the server has done its imports
 MAX_SOCKET_PATH = 100  # a Unix socket's path holds at most 107 bytes
 FORWARDED = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP, signal.SIGQUIT, signal.SIGUSR1, signal.SIGUSR2)
 
@@ -39,7 +40,7 @@ def socket_path(folder: Path, root: Path, env: dict | None = None) -> Path:
     """One server per tree, interpreter and start-up variables: a worker runs the code of the tree it was
     started from, as an interpreter started with its variables would."""
     env = os.environ if env is None else env
-    return folder / (hashlib.sha256(server_key(root, env).encode()).hexdigest()[:16] + ".sock")
+    return folder / (hashlib.sha256(server_key(root, env).encode()).hexdigest()[:16] + SOCKET)
 
 
 def server_key(root: Path, env: dict) -> str:
@@ -132,6 +133,11 @@ def connect(folder: Path, root: Path, env: dict | None = None) -> socket.socket 
         if time.monotonic() > deadline or not server_alive(starting):
             return None
         time.sleep(0.05)
+
+
+def server_settled(starting: Path) -> bool:
+    """The server a .starting file names has done its imports and serves, or is gone."""
+    return starting.with_suffix(SOCKET).exists() or not server_alive(starting)
 
 
 def server_alive(starting: Path) -> bool:
