@@ -13,6 +13,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from bench.core.case import Case  # noqa: E402
+from file_seconds import FILE_SECONDS, SLOW_TEST_SECONDS  # noqa: E402
 
 pytest_plugins = ["bench.pytest_plugin"]
 
@@ -167,7 +168,7 @@ def readme_copy(tmp_path_factory):
 ALONE_UNIT = "README's copy, and the tests that run alone"
 SHARED_UNITS = {
     ALONE_UNIT: ({"readme_copy"}, {"test_pytest_plugin.py", "test_readme.py", "test_sweeps_and_plots.py",
-                                   "test_feed.py", "test_shared_gpu.py", "test_span.py"}),
+                                   "test_feed.py", "test_shared_gpu.py"}),
     "the tiny runs": ({"tiny_run", "ddp_pair"}, {"test_diagnosis.py", "test_launch.py", "test_phases.py"}),
 }
 UNIT_OF_FILE = {name: unit for unit, (_, files) in SHARED_UNITS.items() for name in files}
@@ -195,14 +196,18 @@ def pytest_collection_modifyitems(config, items):
 def scheduled(items: list) -> list:
     """The order xdist hands units out in, and each unit's tests run in: the unit of the tests that run alone
     first, with those marked alone first, then those reading a fixture made alone (a module's tests stay
-    together: its fixtures are made once); then the units with the most end-to-end (slow) tests, so that no
-    long unit comes last."""
+    together: its fixtures are made once); then the longest units (file_seconds.py), so that no long unit comes
+    last."""
     units: dict[str, list] = {}
     for item in items:
         units.setdefault(unit_of(item.nodeid), []).append(item)
 
+    def seconds(file: str, tests: list) -> float:
+        return FILE_SECONDS.get(file, SLOW_TEST_SECONDS * sum(t.get_closest_marker("slow") is not None for t in tests))
+
     def weight(unit: str) -> tuple:
-        return unit != ALONE_UNIT, -sum(t.get_closest_marker("slow") is not None for t in units[unit])
+        files = {t.path.name for t in units[unit]}
+        return unit != ALONE_UNIT, -sum(seconds(f, [t for t in units[unit] if t.path.name == f]) for f in files)
 
     def order(item) -> tuple:
         return item.get_closest_marker("alone") is None, not runs_alone(item)

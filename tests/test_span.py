@@ -49,10 +49,10 @@ class RefillingLoader:
         self.thread.join()
 
 
-@pytest.mark.alone
-def test_a_slow_set_up_step_does_not_flatter_the_first_window(tiny, monkeypatch):
-    # a warm-up long enough to drain what the queue held before it (the loader sets the pace after)
-    case = tiny.replace(warmup_steps=40, steps=10, min_window_s=0.0, repeats=3)
+def test_a_slow_set_up_step_does_not_flatter_the_first_window(small_net, monkeypatch):
+    # a network of a few milliseconds a step: the loader sets the pace, however busy the machine; a warm-up long
+    # enough to drain what the queue held before it
+    case = small_net.replace(warmup_steps=2 * QUEUE_DEPTH, steps=10, min_window_s=0.0, repeats=3)
     monkeypatch.setattr(loaders, "make", lambda c, ctx: RefillingLoader(c))
 
     def slow_label_check(trainer, batches):  # set-up that takes long enough to refill the whole queue

@@ -128,6 +128,8 @@ def test_plots_are_drawn_once_per_set_of_records_titles_and_code(tmp_path, monke
     again = plots.write_all(recs, tmp_path / "b", ("m", "c"))  # copied, not drawn
     assert [p.read_bytes() for p in again] == [p.read_bytes() for p in first] and again[0].parent == tmp_path / "b"
     assert plots.write_all(query.load([tmp_path / "r"])[0][::-1], tmp_path / "e", ("m", "c"))  # read again: kept
+    shutil.copytree(tmp_path / "r", tmp_path / "another checkout" / "r")  # the same records read from elsewhere
+    assert plots.write_all(query.load([tmp_path / "another checkout" / "r"])[0], tmp_path / "h", ("m", "c"))
     for changed in (lambda: plots.write_all(recs[:-1], tmp_path / "c", ("m", "c")),  # another set of records
                     lambda: plots.write_all(recs, tmp_path / "d", ("m", "another commit"))):  # other titles
         with pytest.raises(RuntimeError, match="drawn again"):

@@ -21,6 +21,8 @@ READABLE_SCHEMAS = (1, 2)
 #     span (1: over windows with pauses between them)
 DEFINITIONS = {"images_per_s": 4, "data_wait_pct": 4, "input_stall_pct": 2}
 SCHEMA1_DEFINITIONS = {"images_per_s": 1, "data_wait_pct": 1}
+READ_PATH = "_path"
+"""The key a record read from a file carries its path under: added as it is read, never stored."""
 STATUSES = ("ok", "oom", "error", "timeout", "skipped")
 REQUIRED_FIELDS = ("case", "case_id", "status", "sweep", "machine", "commit_folder")
 OK_METRICS = ("images_per_s", "images_per_s_per_gpu", "spread_pct", "data_wait_pct", "step_time_median_s",
@@ -145,7 +147,7 @@ def from_dict(d: dict, path: str = "") -> Record:
     env = d.get("env") or {}
     started = d.get("started_at", "")
     run_id = d.get("run_id") or "schema1-" + "".join(ch for ch in started if ch.isalnum())
-    return Record(data=d, path=path or d.get("_path", ""), machine=d["machine"], commit=d["commit_folder"],
+    return Record(data=d, path=path or d.get(READ_PATH, ""), machine=d["machine"], commit=d["commit_folder"],
                   full_commit=env.get("commit", d["commit_folder"].removesuffix("-dirty")),
                   dirty=d["commit_folder"].endswith("-dirty"), sweep=d["sweep"], run_id=run_id,
                   case_id=identity.case_id(d["case"]), stored_id=d["case_id"], status=d["status"], started_at=started, schema=d.get("schema", 1),
@@ -158,5 +160,5 @@ def from_file(path: Path) -> Record:
     except (OSError, UnicodeDecodeError, json.JSONDecodeError) as e:
         raise InvalidRecord(f"unreadable ({e.__class__.__name__}: {e})") from None
     if isinstance(d, dict):
-        d["_path"] = str(path)
+        d[READ_PATH] = str(path)
     return from_dict(d, str(path))
