@@ -3,7 +3,6 @@ consumes; refusals before any work; the answer in the machine's answers, in Engl
 import contextlib
 import copy
 import io
-import os
 from pathlib import Path
 
 import pytest
@@ -12,6 +11,7 @@ from bench.analysis import compare, feed
 from bench.cli import feed as feed_cli
 from bench.cli.main import main
 from bench.data import generate
+from bench.harness import env as envmod
 from bench.present import answers_text, feed_text
 from bench.present.text import table
 from bench.store import query
@@ -36,6 +36,7 @@ def fed(tmp_path_factory, pytestconfig):
     data = tmp_path_factory.mktemp("feed-jpegs")
     generate.make_dataset(data, 96, 4, seed=3, workers=2, echo=lambda m: None)
     results = tmp_path_factory.mktemp("feed-results")
+    envmod.software_versions()  # read once per install (8.2 s from an empty home): not while it has the machine
     with alone(pytestconfig):
         code, out = bench("feed", "--gpus", "2", "--data", str(data), "--loaders", "torch,dali-cpu", "--cold",
                           "--processes", "1", "--per-gpu", "40", "--results", str(results), *TINY)

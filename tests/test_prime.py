@@ -1,6 +1,7 @@
 """Priming the machine: which libraries are read, that bytecode lands in the cache, that the reference
 case's first steps run and the software versions reach the run's environment, and that a sweep's data
 generation runs beside it and nothing comes after it before it ends."""
+import json
 import sys
 from pathlib import Path
 
@@ -10,7 +11,7 @@ from bench.cli import sweep as sweepcmd
 from bench.core.case import Case
 from bench.harness import env as envmod
 from bench.harness.prime import Prime
-from bench.worker import prime
+from bench.worker import prime, prime_steps
 
 
 def test_library_files_take_package_folders_mapped_libraries_and_their_families(tmp_path):
@@ -44,7 +45,6 @@ def test_library_files_take_package_folders_mapped_libraries_and_their_families(
 def test_prime_imports_into_the_bytecode_cache_and_reports(tmp_path):
     # the session's own cache where it has one (a fresh one would compile all of torch's bytecode first),
     # without json's, so that the primer writes it
-    import json
     import os
     prefix = Path(os.environ.get("PYTHONPYCACHEPREFIX") or tmp_path / "pycache")
     # where the interpreter keeps json's bytecode under that prefix: named, not searched for (a walk of a
@@ -61,7 +61,7 @@ def test_prime_imports_into_the_bytecode_cache_and_reports(tmp_path):
 
 
 @pytest.mark.slow
-def test_prime_runs_the_reference_case_first_steps_and_hands_over_the_versions(monkeypatch):
+def test_prime_runs_the_reference_case_first_steps_and_hands_over_the_versions(monkeypatch, tmp_path):
     monkeypatch.setattr(envmod, "_KNOWN_SOFTWARE", {})
     tiny = Case(device="cpu", name="noise-floor", model="resnet18", num_classes=10, batch_size=2, image_size=32)
     line = Prime(tiny, modules=("torch",)).finish()
@@ -71,7 +71,17 @@ def test_prime_runs_the_reference_case_first_steps_and_hands_over_the_versions(m
     import torch
     assert envmod.software_versions()["torch"] == torch.__version__  # read by the primer, kept here
     if not torch.cuda.is_available():  # a case that cannot run here: the primer says why, the run goes on
-        line = Prime(tiny.replace(device="cuda"), modules=("json",)).finish()
+        monkeypatch.setattr(prime, "library_files", lambda modules: [])  # this process maps all of torch's
+        facts = prime_steps.main(json.dumps(tiny.replace(device="cuda").to_dict()), ("json",))
+        assert facts["first_steps_error"].startswith("RuntimeError: device='cuda' but torch sees no CUDA GPU")
+        # what the primer's process printed, said in one line (a stand-in module prints these facts)
+        stand_in = tmp_path / "bench" / "worker"
+        stand_in.mkdir(parents=True)
+        for package in (tmp_path / "bench", stand_in):
+            (package / "__init__.py").write_text("")
+        (stand_in / "prime_steps.py").write_text(f"print({json.dumps(json.dumps(facts))})\n")
+        line = Prime(tiny.replace(device="cuda"), modules=("json",), root=tmp_path,
+                     env={"PYTHONPATH": str(tmp_path)}).finish()
         assert "first steps of noise-floor failed (RuntimeError: device='cuda' but torch sees no CUDA GPU" in line
 
 

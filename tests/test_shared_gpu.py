@@ -296,19 +296,25 @@ def test_own_ticks_count_the_children_a_process_started():
     assert during - before >= 0.4 * ticks  # the live child's busy half second is the run's own
 
 
+@pytest.fixture
+def jpegs(tmp_path):
+    """Made in set-up: a test that runs alone holds the machine for its call only."""
+    from bench.data import generate
+    generate.make_dataset(tmp_path / "jpegs", 48, 4, seed=1, workers=2, echo=lambda m: None)
+    return tmp_path / "jpegs"
+
+
 @pytest.mark.alone
 @pytest.mark.slow
-def test_a_real_loaders_figure_is_marked_when_the_host_was_busy_outside_the_run(tmp_path):
+def test_a_real_loaders_figure_is_marked_when_the_host_was_busy_outside_the_run(jpegs):
     """A torch DataLoader case on the CPU, once with a busy loop beside it: the record's share of the cores
     busy outside the run rises past the mark, and every table says so."""
     import subprocess
-    from bench.data import generate
     from bench.harness import records
     from bench.present import cases as cases_table
     from bench.store import query
-    generate.make_dataset(tmp_path / "jpegs", 48, 4, seed=1, workers=2, echo=lambda m: None)
     case = Case(device="cpu", loader="torch", loader_only=True, num_workers=1, batch_size=4, image_size=32,
-                steps=2, repeats=2, warmup_steps=1, min_window_s=0.5, data_dir=str(tmp_path / "jpegs"))
+                steps=2, repeats=2, warmup_steps=1, min_window_s=0.5, data_dir=str(jpegs))
 
     def measured(beside: bool) -> dict:
         hog = subprocess.Popen([sys.executable, "-c", "while True: pass"]) if beside else None
