@@ -51,13 +51,20 @@ def test_worker_env_keeps_caches_and_lets_bytecode_be_written(tiny, monkeypatch,
     monkeypatch.setenv("BENCH_DATA_CACHE", str(tmp_path))
     monkeypatch.setenv("PYTHONDONTWRITEBYTECODE", "1")
     monkeypatch.delenv("PYTHONPYCACHEPREFIX", raising=False)
-    monkeypatch.delenv("TORCHINDUCTOR_CACHE_DIR", raising=False)  # an earlier import of Inductor sets it
+    monkeypatch.delenv("TORCHINDUCTOR_CACHE_DIR", raising=False)
     env = launch.worker_env(tiny, tmp_path / "tree", {"X": "1"}, "tok")
     assert env["PYTHONPYCACHEPREFIX"] == str(tmp_path / "pycache") and "PYTHONDONTWRITEBYTECODE" not in env
     assert env["TORCHINDUCTOR_CACHE_DIR"] == str(tmp_path / "inductor")
     assert env["PYTHONPATH"].split(os.pathsep)[0] == str(tmp_path / "tree") and env["X"] == "1"
+    # what an import of Inductor in this process set (torchvision imports it): torch's default, not the user's
+    from torch._inductor.runtime.cache_dir_utils import cache_dir, default_cache_dir
+    cache_dir()
+    assert os.environ["TORCHINDUCTOR_CACHE_DIR"] == default_cache_dir()
+    assert launch.worker_env(tiny, tmp_path, {}, "t")["TORCHINDUCTOR_CACHE_DIR"] == str(tmp_path / "inductor")
     monkeypatch.setenv("PYTHONPYCACHEPREFIX", "/mine")  # a user's own choice stands
-    assert launch.worker_env(tiny, tmp_path, {}, "t")["PYTHONPYCACHEPREFIX"] == "/mine"
+    monkeypatch.setenv("TORCHINDUCTOR_CACHE_DIR", "/mine-too")
+    env = launch.worker_env(tiny, tmp_path, {}, "t")
+    assert env["PYTHONPYCACHEPREFIX"] == "/mine" and env["TORCHINDUCTOR_CACHE_DIR"] == "/mine-too"
 
 
 @pytest.mark.slow

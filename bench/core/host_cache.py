@@ -3,12 +3,15 @@ generated JPEGs, bytecode and compile caches, and facts that only an install cha
 versions, a model's FLOPs), so that a command which reads stored results never imports torch for them."""
 from __future__ import annotations
 
+import getpass
 import glob
 import hashlib
 import importlib.util
 import json
 import os
+import re
 import sys
+import tempfile
 from pathlib import Path
 
 from .files import write_json_atomic
@@ -16,6 +19,27 @@ from .files import write_json_atomic
 
 def cache_root() -> Path:
     return Path(os.environ.get("BENCH_DATA_CACHE", Path.home() / ".cache" / "gpu-bench"))
+
+
+INDUCTOR_CACHE_VAR = "TORCHINDUCTOR_CACHE_DIR"
+
+
+def inductor_cache(environ: dict) -> str:
+    """Where the suite's processes keep Inductor's compiled kernels: the user's TORCHINDUCTOR_CACHE_DIR, else the
+    suite's folder. A process that imported Inductor (torchvision imports it) has the variable set to torch's own
+    default in the temporary folder: that is torch's value, not a user's, and a run whose harness had counted a
+    model's FLOPs first would have compiled into it, while the next run compiled again into the suite's folder."""
+    given = environ.get(INDUCTOR_CACHE_VAR)
+    return given if given and given != torch_default_inductor_cache() else str(cache_root() / "inductor")
+
+
+def torch_default_inductor_cache() -> str:
+    """torch._inductor.runtime.cache_dir_utils.default_cache_dir, without importing torch."""
+    try:
+        user = getpass.getuser()
+    except (KeyError, ModuleNotFoundError, OSError):
+        user = f"uid_{os.getuid()}"
+    return os.path.join(tempfile.gettempdir(), "torchinductor_" + re.sub(r'[\\/:*?"<>|]', "_", user))
 
 
 def install_key(*modules: str) -> dict:

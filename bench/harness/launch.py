@@ -21,7 +21,7 @@ from pathlib import Path
 from ..core import lifeline
 from ..core.case import Case
 from ..core.case_checks import CUDA_CONNECTIONS_VAR
-from ..core.host_cache import cache_root
+from ..core.host_cache import INDUCTOR_CACHE_VAR, cache_root, inductor_cache
 from .dist import DistArgs
 from .env import REPO_ROOT
 from .outcome import doing, merge, read_heartbeat, tail
@@ -180,7 +180,7 @@ def cached_env(root: Path) -> dict:
     """This process's variables with the tree at `root` to import from and the caches kept between
     processes: every process the suite starts gets them."""
     out = dict(os.environ, PYTHONPATH=_pythonpath(root))
-    out.setdefault("TORCHINDUCTOR_CACHE_DIR", str(cache_root() / "inductor"))
+    out[INDUCTOR_CACHE_VAR] = inductor_cache(out)
     if "PYTHONPYCACHEPREFIX" not in out:
         # compiled bytecode kept outside every tree: an image that forbids writing it (one H200 image sets
         # PYTHONDONTWRITEBYTECODE and ships no .pyc) compiles torch at each start, 8 s instead of 3
