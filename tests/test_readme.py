@@ -97,12 +97,13 @@ def warmed_copy(readme_copy):
     """README's copy once its one-process example has run (the README test runs it too): what a first command pays
     once per install (the CPU's peak, the software versions, the copy's bytecode) is paid in set-up, beside the
     other worker, and not while a test that runs alone has the machine. So is the noise-floor example's model
-    count, kept per home: its command would import torchvision for it (5.6 s of 17.6 from an empty home)."""
+    check, whose FLOPs count is kept per home: its command would import torchvision for it (5.6 s of 17.6 from an
+    empty home). The case is read from README's command by the command's own parser."""
     readme_copy.run(readme_command("bin/bench run --device cpu --model mobilenet_v3_small"))
-    from bench.core import model_flops
-    args = shlex.split(readme_command(NOISE_FLOOR_EXAMPLE))
-    given = {name: args[args.index(name) + 1] for name in ("--model", "--image-size", "--num-classes")}
-    model_flops.training_flops_per_image(given["--model"], int(given["--image-size"]), int(given["--num-classes"]))
+    from bench.cli.flags import case_from_args
+    from bench.cli.main import parser
+    from bench.harness.checks import check_models
+    check_models([case_from_args(parser().parse_args(shlex.split(readme_command(NOISE_FLOOR_EXAMPLE))[1:]))])
     return readme_copy
 
 
