@@ -163,12 +163,12 @@ def readme_copy(tmp_path_factory):
 # The test files that read a session fixture another file reads too: one xdist worker runs each group, and so
 # makes its fixtures once; every other file is a unit of its own, its module fixtures made once. (pytest-xdist's
 # loadgroup cannot group under pytest 9: it renames a test through an attribute pytest no longer reads.) The
-# files of the tests that run alone go with README's copy (a test of its runs alone), so that one worker runs
-# them all back to back at its start, while the other waits once.
+# files of the tests that run alone go with README's copy, so that one worker runs them at its start, while the
+# other waits once.
 ALONE_UNIT = "README's copy, and the tests that run alone"
 SHARED_UNITS = {
     ALONE_UNIT: ({"readme_copy"}, {"test_pytest_plugin.py", "test_readme.py", "test_sweeps_and_plots.py",
-                                   "test_feed.py", "test_shared_gpu.py"}),
+                                   "test_shared_gpu.py"}),
     "the tiny runs": ({"tiny_run", "ddp_pair"}, {"test_diagnosis.py", "test_launch.py", "test_phases.py"}),
 }
 UNIT_OF_FILE = {name: unit for unit, (_, files) in SHARED_UNITS.items() for name in files}
@@ -195,9 +195,8 @@ def pytest_collection_modifyitems(config, items):
 
 def scheduled(items: list) -> list:
     """The order xdist hands units out in, and each unit's tests run in: the unit of the tests that run alone
-    first, with those marked alone first, then those reading a fixture made alone (a module's tests stay
-    together: its fixtures are made once); then the longest units (file_seconds.py), so that no long unit comes
-    last."""
+    first, with those marked alone first (a module's other tests stay together: its fixtures are made once); then
+    the longest units (file_seconds.py), so that no long unit comes last."""
     units: dict[str, list] = {}
     for item in items:
         units.setdefault(unit_of(item.nodeid), []).append(item)
@@ -209,9 +208,7 @@ def scheduled(items: list) -> list:
         files = {t.path.name for t in units[unit]}
         return unit != ALONE_UNIT, -sum(seconds(f, [t for t in units[unit] if t.path.name == f]) for f in files)
 
-    def order(item) -> tuple:
-        return item.get_closest_marker("alone") is None, not runs_alone(item)
-    return [t for unit in sorted(units, key=weight) for t in sorted(units[unit], key=order)]
+    return [t for unit in sorted(units, key=weight) for t in sorted(units[unit], key=lambda t: not runs_alone(t))]
 
 
 class SharedFixtureUnits:
@@ -236,21 +233,14 @@ def pytest_configure(config):
 
 # Tests whose assertions read the host's load or timing (a verdict of "shared", a window's length) run alone:
 # every test holds a shared lock on this run's file through its set-up and tear-down, and those marked alone an
-# exclusive one while they run, after their set-up (README's copy, say) and once the fork servers have started;
-# so do the (module-scoped) fixtures whose runs read the load, while they run. Only the worker of ALONE_UNIT
-# asks for it, so no two wait for each other; it keeps it from one such test to the next.
-ALONE_FIXTURES = {"fed"}
-ALONE_FIXTURES_MADE: set[tuple[str, Path]] = set()
+# exclusive one while they run, after their set-up and once the fork servers have started. Only the worker of
+# ALONE_UNIT asks for it, so no two wait for each other; it keeps it from one such test to the next.
 ALONE_LOCK = Path(tempfile.gettempdir()) / f"gpu-bench-tests-{XDIST_RUN}.lock"
 HOLD: list = []  # this worker's hold on the lock: [the open file, fcntl.LOCK_SH or fcntl.LOCK_EX]
 
 
-def alone_fixtures_made_by(item) -> set[tuple[str, Path]]:
-    return {(name, item.path) for name in ALONE_FIXTURES & set(item.fixturenames)} - ALONE_FIXTURES_MADE
-
-
 def runs_alone(item) -> bool:
-    return item.get_closest_marker("alone") is not None or bool(alone_fixtures_made_by(item))
+    return item.get_closest_marker("alone") is not None
 
 
 def _hold(mode: int) -> None:
@@ -271,36 +261,21 @@ def _release() -> None:
     HOLD.clear()
 
 
-@contextlib.contextmanager
-def alone(config):
-    """What runs inside has the machine to itself (under xdist; a serial session always has)."""
-    if not XDIST_WORKER:
-        yield
-        return
-    _exclusive(config)
-    try:
-        yield
-    finally:
-        _hold(fcntl.LOCK_SH)
-
-
 @pytest.hookimpl(hookwrapper=True)
 def pytest_runtest_protocol(item, nextitem):
     if not XDIST_WORKER:
         yield
         return
-    makes = alone_fixtures_made_by(item)
     if not HOLD:
         _hold(fcntl.LOCK_SH)
     yield
-    ALONE_FIXTURES_MADE.update(makes)
     if not (HOLD[1] == fcntl.LOCK_EX and nextitem is not None and runs_alone(nextitem)):
         _release()
 
 
 @pytest.hookimpl(hookwrapper=True)
 def pytest_runtest_call(item):
-    if XDIST_WORKER and item.get_closest_marker("alone") is not None:
+    if XDIST_WORKER and runs_alone(item):
         _exclusive(item.config)  # kept to the end of its tear-down, and on into a next test that runs alone
     yield
 

@@ -93,13 +93,10 @@ NOISE_FLOOR_EXAMPLE = "bin/bench run --device cpu --model resnet18"
 
 
 @pytest.fixture
-def warmed_copy(readme_copy):
-    """README's copy once its one-process example has run (the README test runs it too): what a first command pays
-    once per install (the CPU's peak, the software versions, the copy's bytecode) is paid in set-up, beside the
-    other worker, and not while a test that runs alone has the machine. So is the noise-floor example's model
-    check, whose FLOPs count is kept per home: its command would import torchvision for it (5.6 s of 17.6 from an
-    empty home). The case is read from README's command by the command's own parser."""
-    readme_copy.run(readme_command("bin/bench run --device cpu --model mobilenet_v3_small"))
+def counted_copy(readme_copy):
+    """README's copy, with the noise-floor example's model check made here, in a process that has imported
+    torchvision: the FLOPs count it keeps per home is the one the command would make, importing torchvision
+    for it (5.6 s of 17.6 from an empty home). The case is read from README's command by the command's own parser."""
     from bench.cli.flags import case_from_args
     from bench.cli.main import parser
     from bench.harness.checks import check_models
@@ -107,12 +104,11 @@ def warmed_copy(readme_copy):
     return readme_copy
 
 
-@pytest.mark.alone
-def test_a_case_in_fresh_processes_judged_against_the_runs_noise_floor(warmed_copy):
-    out = warmed_copy.run(readme_command(NOISE_FLOOR_EXAMPLE))  # README's own example
+def test_a_case_in_fresh_processes_judged_against_the_runs_noise_floor(counted_copy):
+    out = counted_copy.run(readme_command(NOISE_FLOOR_EXAMPLE))  # README's own example
     assert out.returncode == 0, out.stdout + out.stderr
     # this machine's, not the committed; README's mobilenet_v3_small run stores in sweep 'run' too
-    (path,) = [p for p in (warmed_copy.root / "results").glob("cpu-*/*/run/*/*.json")
+    (path,) = [p for p in (counted_copy.root / "results").glob("cpu-*/*/run/*/*.json")
                if json.loads(p.read_text())["case"]["model"] == "resnet18"]
     rec = json.loads(path.read_text())
     from bench.store import record
@@ -123,8 +119,9 @@ def test_a_case_in_fresh_processes_judged_against_the_runs_noise_floor(warmed_co
     assert m["processes"] == 2 and len(figures) == 2 and m["images_per_s"] == pytest.approx(sum(figures) / 2)
     lo, hi = m["images_per_s_ci95"]
     assert lo < m["images_per_s"] < hi
-    # windows are bounded by time: more steps than the minimum of 2, every window near 0.4 s or longer
-    assert m["steps_per_window"] > 2
+    # windows are bounded by time: each holds the steps that last about 0.4 s (at least the 2 asked for), on a
+    # busy host too
+    assert m["steps_per_window"] >= 2 and m["steps_per_window"] * m["step_time_median_s"] > 0.25
     assert min(w for p in rec["processes"] for ws in p["windows_s"] for w in ws) > 0.25
     assert m["input_stall_pct"] is not None and m["compute_dtypes"] == {"cpu": "float32"}
     manifest = json.loads((path.parents[2] / "runs" / f"{rec['run_id']}.json").read_text())
