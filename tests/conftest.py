@@ -57,6 +57,16 @@ def ddp_pair():
     return first, run_case(pair)
 
 
+@pytest.fixture(scope="module")
+def jpegs(tmp_path_factory):
+    """48 generated JPEGs in 4 classes, made once per module in set-up (a test that runs alone holds the machine
+    for its call only)."""
+    from bench.data import generate
+    root = tmp_path_factory.mktemp("jpegs")
+    generate.make_dataset(root, 48, 4, seed=1, workers=2, echo=lambda m: None)
+    return root
+
+
 @pytest.fixture
 def small_net():
     """TINY with tests/smallnets.py's conv_bn in place of ResNet-18, as a user's factory: for the cases that

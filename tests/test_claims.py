@@ -4,7 +4,7 @@ import json
 import pytest
 
 from bench.analysis import claims
-from bench.store import query
+from bench.store import query, record
 from stored import FIXTURES, current, fixture_dicts
 
 
@@ -16,7 +16,7 @@ def _variant(rec, name, ips, half_pct=1.0, **case):
     r = copy.deepcopy(rec)
     r["case"].update(name=name, **case)
     r["case_id"] = name + "-" + "-".join(f"{k}{v}" for k, v in sorted(case.items()))
-    r["_path"] = f"/results/{r['case_id']}.json"
+    r[record.READ_PATH] = f"/results/{r['case_id']}.json"
     r["metrics"].update(images_per_s=ips, images_per_s_min=ips * 0.99, images_per_s_max=ips * 1.01)
     return query.wrap(current(r, half_pct))
 

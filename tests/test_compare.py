@@ -4,7 +4,7 @@ import shutil
 import pytest
 
 from bench.analysis import compare
-from bench.store import query, tree
+from bench.store import query, record, tree
 from bench.cli.main import main
 from stored import FIXTURES, current, fixture_dicts
 
@@ -28,7 +28,7 @@ def _store(root, commit, run_id, factor_by_gpus=None, half_pct=1.0, dirty=False,
             r["env"]["gpu_model"] = gpu_model
         if r["case"]["name"] in fail:
             r.update(status="timeout", reason="no result within timeout_s=600", metrics={})
-        r.pop("_path", None)
+        r.pop(record.READ_PATH, None)
         store.save(r)
 
 

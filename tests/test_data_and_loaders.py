@@ -12,13 +12,6 @@ from bench.worker.context import RankContext
 pytestmark = pytest.mark.slow
 
 
-@pytest.fixture(scope="module")
-def jpegs(tmp_path_factory):
-    root = tmp_path_factory.mktemp("jpegs")
-    generate.make_dataset(root, 48, 4, seed=1, workers=2, echo=lambda m: None)
-    return root
-
-
 def test_generated_images_look_like_imagenet(jpegs):
     from PIL import Image
     files = sorted(jpegs.rglob("*.jpg"))

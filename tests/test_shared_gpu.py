@@ -296,14 +296,6 @@ def test_own_ticks_count_the_children_a_process_started():
     assert during - before >= 0.4 * ticks  # the live child's busy half second is the run's own
 
 
-@pytest.fixture
-def jpegs(tmp_path):
-    """Made in set-up: a test that runs alone holds the machine for its call only."""
-    from bench.data import generate
-    generate.make_dataset(tmp_path / "jpegs", 48, 4, seed=1, workers=2, echo=lambda m: None)
-    return tmp_path / "jpegs"
-
-
 @pytest.mark.alone
 @pytest.mark.slow
 def test_a_real_loaders_figure_is_marked_when_the_host_was_busy_outside_the_run(jpegs):
