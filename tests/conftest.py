@@ -160,13 +160,15 @@ def _fresh_where_marked(request):
 @pytest.fixture(scope="session")
 def readme_copy(tmp_path_factory):
     """A git checkout of this tree where README's commands run as written, each once per session
-    (tests/readme_doc.py); the README test and the tests of what those commands store read the same runs."""
-    from readme_doc import Copy
+    (tests/readme_doc.py); the README test and the tests of what those commands store read the same runs. The
+    FLOPs counts those commands would make, each importing torch for them, are made here first."""
+    from readme_doc import Copy, count_flops_here
     from bench.harness.launch import cached_env
     from bench.worker import forkclient
     copy = Copy(tmp_path_factory.mktemp("readme"))
     if FORKSERVERS:  # the copy's fork server imports while its first command starts
         forkclient.ensure_started(FORKSERVERS[0], copy.root, cached_env(copy.root))
+    count_flops_here(copy)
     return copy
 
 

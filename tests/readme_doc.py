@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 import re
+import shlex
 import shutil
 import subprocess
 import sys
@@ -69,3 +70,19 @@ class Copy:
             self.ran[key] = subprocess.run(command, shell=True, cwd=self.root, env=full, capture_output=True,
                                            text=True, timeout=900)
         return self.ran[key]
+
+
+def count_flops_here(copy: Copy) -> None:
+    """The FLOPs counts README's commands would each make in a process of their own, importing torch and
+    torchvision for them (5.6 s of the noise-floor example's 17.6 from an empty home), made once here, in a
+    process that has imported both, and kept per home as theirs are: each CPU `bin/bench run` case's model
+    check (the case read by the command's own parser) and the counts a report re-derives for older records."""
+    from bench.cli.flags import case_from_args
+    from bench.cli.main import parser
+    from bench.harness.checks import check_models
+    from bench.present.cases import diagnosis
+    from bench.store import query
+    runs = [c for c, code in readme_commands() if c.startswith("bin/bench run ") and "--device cpu" in c and code == 0]
+    check_models([case_from_args(parser().parse_args(shlex.split(c)[1:])) for c in runs])
+    for r in query.load([copy.root / "results"])[0]:
+        diagnosis(r)

@@ -124,9 +124,15 @@ def test_ctrl_c_on_bench_run_says_one_line(tmp_path):
 
 
 @pytest.mark.fresh_processes
-def test_a_rank_killed_by_the_kernel_is_named_with_its_signal(tmp_path):
+def test_a_second_run_is_refused_beside_a_first_whose_rank_the_kernel_kills_and_names(tmp_path):
     p = _start(tmp_path)
     _wait_for_ranks(p)
+    # two runs at once on one machine: the second refuses before any work
+    second = subprocess.run([sys.executable, "-m", "bench", "run", *LONG_DDP, "--results", str(tmp_path / "r")],
+                            cwd=ROOT, capture_output=True, text=True, timeout=60)
+    assert second.returncode == 2
+    assert "another run is measuring on" in second.stderr and f"pid {p.pid}" in second.stderr
+    # then the kernel kills one of the first run's ranks
     ranks = [c for c in _workers_of(p.pid) if b"bench.worker" in Path(f"/proc/{c}/cmdline").read_bytes()]
     rank1 = next(c for c in ranks if b"RANK=1\0" in Path(f"/proc/{c}/environ").read_bytes())
     os.kill(rank1, signal.SIGKILL)
@@ -191,16 +197,6 @@ def test_a_result_that_cannot_be_stored_after_its_measurement_goes_to_a_fallback
     assert len(saved) == 2
     kept = json.loads(Path(saved[0]).read_text())
     assert kept["status"] == "ok" and "No space left on device" in kept["unsaved_because"]
-
-
-def test_two_runs_at_once_on_one_machine_the_second_refuses(tmp_path):
-    first = _start(tmp_path)
-    _wait_for_ranks(first)
-    second = subprocess.run([sys.executable, "-m", "bench", "run", *LONG_DDP, "--results", str(tmp_path / "r")],
-                            cwd=ROOT, capture_output=True, text=True, timeout=60)
-    assert second.returncode == 2
-    assert "another run is measuring on" in second.stderr and f"pid {first.pid}" in second.stderr
-    _stop_says_one_line(first, signal.SIGTERM, 143)  # the first, stopped as a scheduler stops it
 
 
 def test_gpus_that_do_not_divide_over_the_nodes_are_refused_before_the_sweep(tmp_path):
