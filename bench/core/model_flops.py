@@ -27,11 +27,7 @@ def count_training_flops(build, image_size: int) -> float:
     multiply-add counts as two): the model's work, whatever padding of the input a case adds."""
     import torch
     from torch.utils.flop_counter import FlopCounterMode
-    try:
-        with torch.device("meta"):
-            net = build()
-    except NotImplementedError:  # a constructor that computes its widths with tensors (RegNet's): on the CPU
-        net = build().to("meta")
+    net = on_meta(build)
     x = torch.empty(2, 3, image_size, image_size, device="meta")
     counter = FlopCounterMode(display=False)
     with counter, torch.no_grad():
@@ -39,3 +35,24 @@ def count_training_flops(build, image_size: int) -> float:
     # backward as twice the forward, the usual convention: torch's counter overstates the backward of
     # grouped convolutions (EfficientNet-B0: 31.4 GFLOPs per image against a forward of 0.77)
     return 3 * counter.get_total_flops() / 2
+
+
+def on_meta(build):
+    """The network `build` returns, on the meta device: shapes only, no memory, no arithmetic."""
+    import torch
+    try:
+        with torch.device("meta"):
+            return build()
+    except NotImplementedError:  # a constructor that computes its widths with tensors (RegNet's): on the CPU
+        return build().to("meta")
+
+
+def takes_size(net, image_size: int) -> bool:
+    """Whether a meta network's forward runs on an RGB image of `image_size` pixels square."""
+    import torch
+    try:
+        with torch.no_grad():
+            net(torch.empty(2, 3, image_size, image_size, device="meta"))
+        return True
+    except Exception:
+        return False
